@@ -1,0 +1,1 @@
+/* control.c -- placeholder, being written */

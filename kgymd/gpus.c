@@ -1,0 +1,1 @@
+/* gpus.c -- placeholder, being written */

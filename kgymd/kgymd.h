@@ -1,0 +1,503 @@
+/*
+ * kgymd.h -- the daemon's internal interfaces, one section per file.
+ *
+ * Read this first: the sections below are the process design of the parent
+ * (see ARCHITECTURE.md).  Every function of a file carries that file's prefix.
+ *
+ * Conventions (STYLE.md): functions return 0 or a negative errno, predicates
+ * return bool, constructors return NULL on failure.  Human-readable detail
+ * travels in a `char **ret_cause` (malloc'd, the caller frees it) or a
+ * `struct proto_error`.  x_new() returns an owned object, x_free(NULL) is a
+ * no-op, out-parameters are named ret_* and written only on success.
+ */
+#ifndef KGYMD_H
+#define KGYMD_H
+
+#include <sys/types.h>
+#include <sys/queue.h>
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "kgym/plugin.h"
+
+struct event_base;
+struct event;
+struct evbuffer;
+
+#define KGYM_PROTOCOL_VERSION	1
+#define KGYM_TASK_ID_MAX	128	/* bytes; [A-Za-z0-9._:-] */
+#define KGYM_NAME_MAX		64	/* workflow / plugin names */
+
+/* ------------------------------------------------------------------ log.c */
+/* Logging to stderr (foreground / journald) with a level filter. */
+
+void	log_init(int level, bool foreground);
+void	log_set_level(int level);
+int	log_level_parse(const char *name);	/* KGYM_LOG_* or -EINVAL */
+const char *log_level_name(int level);
+void	log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));	/* + strerror(errno) */
+void	log_errorx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	log_emit(int level, const char *tag, const char *fmt, va_list ap);
+/* Start-up failures and broken invariants only; never reachable from input. */
+void	fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void	fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* --------------------------------------------------------------- config.c */
+/*
+ * The configuration file (inih).  Every key is typed and range-checked; an
+ * error is reported as "file:line: reason".  config owns all its strings.
+ */
+
+struct config_plugin_kv {
+	char *key;
+	char *value;
+	int line;
+};
+
+struct config_plugin_section {
+	char *name;			/* NAME of [plugin.NAME] */
+	struct config_plugin_kv *kv;
+	size_t nkv;
+};
+
+struct config {
+	char *path;			/* file it was read from */
+
+	/* [kgymd] */
+	char *socket;			/* control socket path */
+	int socket_mode;		/* octal permissions of the socket */
+	char *state_dir;		/* holds the task store */
+	char *plugin_dir;		/* colon-separated list of directories */
+	bool gpus_all;			/* gpus = all */
+	int *gpus;			/* gpus = 0,1,3 (when !gpus_all) */
+	size_t ngpus;
+	int workers_per_gpu;
+	int max_running_tasks;		/* tasks dispatched at once */
+	int max_queued_tasks;		/* back-pressure: queue_full beyond this */
+	size_t max_request_bytes;	/* one request line */
+	int max_connections;
+	int max_batch_tasks;		/* tasks in one submit */
+	int max_attempts;		/* dispatches before SYSTEM_ERROR */
+	int64_t result_ttl_s;		/* terminal tasks pruned after this */
+	double default_timeout_s;	/* task timeout when the task sets none */
+	double max_timeout_s;		/* largest timeout_s a task may ask */
+	int log_level;			/* KGYM_LOG_* */
+	bool store_sync_full;		/* store_sync = full | normal */
+	uid_t *allow_uids;		/* peers allowed to connect */
+	size_t nallow_uids;
+	gid_t *allow_gids;
+	size_t nallow_gids;
+	uid_t *admin_uids;		/* peers allowed drain/shutdown */
+	size_t nadmin_uids;
+
+	/* [sandbox] -- consumed by the worker issue; parsed and checked now */
+	bool sandbox_enabled;
+	int64_t job_memory_bytes;	/* RLIMIT_AS of a job */
+	int job_max_files;		/* RLIMIT_NOFILE */
+	int job_max_processes;		/* RLIMIT_NPROC */
+	int64_t job_max_file_bytes;	/* RLIMIT_FSIZE */
+
+	/* [plugin.NAME] sections, handed only to that plugin */
+	struct config_plugin_section *plugins;
+	size_t nplugins;
+};
+
+/*
+ * Parse `path`.  On error returns -EINVAL (or -errno for I/O) and sets
+ * *ret_cause to "path:line: reason" (line 0 when not tied to a line).
+ */
+int	config_load(const char *path, struct config **ret_config, char **ret_cause);
+/* A config with every default and no file (path "(defaults)"). */
+struct config *config_defaults(void);
+void	config_free(struct config *config);
+/* Value of key in [plugin.NAME], or NULL. */
+const char *config_plugin_get(const struct config *config, const char *plugin,
+	    const char *key);
+bool	config_uid_allowed(const struct config *config, uid_t uid, gid_t gid);
+bool	config_uid_admin(const struct config *config, uid_t uid);
+/*
+ * Copy the keys that SIGHUP may change from `next` into `cur`, and log each
+ * key that differs but needs a restart.
+ */
+void	config_apply_reload(struct config *cur, const struct config *next);
+
+/* ------------------------------------------------------------- protocol.c */
+/*
+ * Control protocol v1 (kgymd-protocol(7)): parsing requests and tasks into
+ * checked values, building replies.  Pure functions, no I/O: the fuzz
+ * harness drives them directly.
+ */
+
+enum proto_op {
+	OP_HELLO, OP_SUBMIT, OP_STATUS, OP_RESULT, OP_WAIT, OP_CANCEL, OP_LIST,
+	OP_WORKERS, OP_HEALTH, OP_PLUGINS, OP_STATS, OP_DRAIN, OP_SHUTDOWN,
+	OP__COUNT
+};
+
+struct proto_error {
+	const char *code;		/* bad_json, bad_request, ... (static) */
+	char message[512];
+};
+
+struct request {
+	json_t *root;			/* owned */
+	json_t *id;			/* borrowed from root; NULL when absent */
+	enum proto_op op;
+};
+
+enum task_prio { PRIO_HIGH = 0, PRIO_NORMAL = 1, PRIO_LOW = 2, PRIO__COUNT };
+
+enum task_state {
+	TASK_QUEUED = 0, TASK_RUNNING = 1, TASK_COMPLETED = 2, TASK_FAILED = 3,
+	TASK_CANCELLED = 4, TASK__STATE_COUNT
+};
+
+/* A task as submitted, checked.  Strings borrowed from the request's JSON. */
+struct task_spec {
+	const char *id;			/* NULL: the daemon assigns one */
+	const char *workflow;
+	enum task_prio prio;
+	double timeout_s;		/* 0: the configured default */
+	json_t *payload;		/* borrowed */
+};
+
+/*
+ * Parse one request line.  On failure fills *err (bad_json, bad_request,
+ * unsupported_version, unknown_op) and, when the line was a JSON object
+ * with an "id", sets *ret_id to a new reference to it so the error reply
+ * can echo it.
+ */
+int	proto_parse_request(const char *line, size_t len, struct request *ret_req,
+	    json_t **ret_id, struct proto_error *err);
+void	proto_request_clear(struct request *req);
+/* Check a task object; the error message names the field.  -EINVAL. */
+int	proto_parse_task(json_t *task, double max_timeout_s, struct task_spec *ret_spec,
+	    struct proto_error *err);
+bool	proto_task_id_valid(const char *id);
+
+/* Typed field access: -EINVAL with err naming the field when wrong. */
+int	proto_get_string(json_t *obj, const char *field, bool required,
+	    const char **ret, struct proto_error *err);
+int	proto_get_int(json_t *obj, const char *field, bool required, int64_t min,
+	    int64_t max, int64_t *ret, struct proto_error *err);
+int	proto_get_bool(json_t *obj, const char *field, bool required, bool *ret,
+	    struct proto_error *err);
+int	proto_get_array(json_t *obj, const char *field, bool required, json_t **ret,
+	    struct proto_error *err);
+void	proto_error_set(struct proto_error *err, const char *code, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+
+const char *proto_op_name(enum proto_op op);
+const char *proto_prio_name(enum task_prio prio);
+int	proto_prio_parse(const char *name);	/* enum or -EINVAL */
+const char *proto_state_name(enum task_state state);
+int	proto_state_parse(const char *name);	/* enum or -EINVAL */
+bool	proto_state_terminal(enum task_state state);
+
+/* {"v":1,"id":id,"ok":true} -- id may be NULL (becomes null). */
+json_t	*proto_reply_ok(json_t *id);
+json_t	*proto_reply_error(json_t *id, const char *code, const char *message);
+json_t	*proto_event_result(json_t *id, const char *task_id, enum task_state state,
+	    json_t *result);
+/* One compact line, '\n'-terminated; NULL on allocation failure. */
+char	*proto_encode(const json_t *reply, size_t *ret_len);
+
+/* ---------------------------------------------------------------- store.c */
+/*
+ * The durable task store: one SQLite database in WAL mode.  A task row is
+ * committed before the client hears "accepted"; every state change is a
+ * write.  Not thread-safe; used from the loop only.
+ */
+
+struct store;
+
+/* A task row.  Strings are owned by the row (store_row_free). */
+struct store_row {
+	int64_t seq;			/* submission order, unique */
+	char *id;
+	char *workflow;
+	enum task_prio prio;
+	enum task_state state;
+	double timeout_s;
+	char *payload;			/* JSON text */
+	int attempt;			/* times dispatched */
+	int64_t created_ms;		/* wall clock, ms since the epoch */
+	int64_t started_ms;		/* 0 when never started */
+	int64_t finished_ms;		/* 0 while not terminal */
+	char *error_code;		/* NULL when none */
+	char *error_message;
+	char *result;			/* JSON text, NULL while not terminal */
+};
+
+struct store *store_open(const char *path, bool sync_full, char **ret_cause);
+void	store_free(struct store *store);
+/* Batch several writes in one transaction (submit of many tasks). */
+int	store_begin(struct store *store);
+int	store_commit(struct store *store);
+int	store_rollback(struct store *store);
+/*
+ * Insert a new queued task (row->seq is ignored and assigned).  -EEXIST
+ * when the id exists.
+ */
+int	store_insert(struct store *store, const struct store_row *row, int64_t *ret_seq);
+/* -ENOENT when absent.  *ret_row is owned by the caller. */
+int	store_get(struct store *store, const char *id, struct store_row **ret_row);
+/* queued -> running, attempt = attempt, started_ms = now. */
+int	store_mark_running(struct store *store, const char *id, int attempt, int64_t now_ms);
+/* running -> queued (shutdown requeue). */
+int	store_mark_queued(struct store *store, const char *id);
+/* -> terminal state with optional error and result JSON text. */
+int	store_mark_done(struct store *store, const char *id, enum task_state state,
+	    const char *error_code, const char *error_message, const char *result,
+	    int64_t now_ms);
+/*
+ * Start-up recovery: running rows with attempt < max_attempts become
+ * queued; the others fail with SYSTEM_ERROR ("daemon stopped while running,
+ * N attempts").  Then `cb` is called for every queued row in seq order.
+ * The row passed to cb is borrowed for the call.  *ret_failed counts rows
+ * failed here.
+ */
+int	store_recover(struct store *store, int max_attempts, int64_t now_ms,
+	    int (*cb)(const struct store_row *row, void *arg), void *arg,
+	    int *ret_failed);
+/*
+ * Rows newest first (seq descending), all states or one, at most `limit`.
+ * payload and result are left NULL to keep listings cheap.
+ */
+int	store_list(struct store *store, int state, int limit,
+	    int (*cb)(const struct store_row *row, void *arg), void *arg);
+/* Delete terminal rows finished before `before_ms`; *ret_n how many. */
+int	store_prune(struct store *store, int64_t before_ms, int *ret_n);
+/* counts[state] for every state. */
+int	store_count(struct store *store, int64_t counts[TASK__STATE_COUNT]);
+void	store_row_free(struct store_row *row);
+
+/* --------------------------------------------------------------- plugin.c */
+/*
+ * The plugin loader: scans plugin_dir, dlopen()s each *.so, checks the ABI
+ * guard fields first, then name, kind and required operations, refuses
+ * duplicates and files writable by group or others.  Each refusal is
+ * logged with its reason and kept in the refusal list; loading the others
+ * goes on.
+ */
+
+struct plugin {
+	char *path;
+	void *dl;
+	const struct kgym_plugin *p;	/* the plugin's exported struct */
+	size_t size;			/* bytes of it we may read */
+	bool initialised;
+	TAILQ_ENTRY(plugin) entry;
+};
+TAILQ_HEAD(plugin_list, plugin);
+
+struct plugin_refusal {
+	char *path;
+	char *reason;
+	TAILQ_ENTRY(plugin_refusal) entry;
+};
+TAILQ_HEAD(plugin_refusal_list, plugin_refusal);
+
+/* Load every plugin in the colon-separated dir list; never fails as a whole. */
+void	plugin_load_all(const char *dirs, const struct kgym_host *host);
+/* Check and load one file; -errno with reason in *ret_cause (also logged). */
+int	plugin_load(const char *path, const struct kgym_host *host, char **ret_cause);
+void	plugin_unload_all(void);
+/* Workflow plugin serving `workflow`, or NULL. */
+struct plugin *plugin_find_workflow(const char *workflow);
+struct plugin *plugin_find_backend(const char *backend);
+struct plugin *plugin_find(const char *name);
+const struct plugin_list *plugin_loaded(void);
+const struct plugin_refusal_list *plugin_refused(void);
+const char *plugin_kind_name(enum kgym_plugin_kind kind);
+/* [{name,kind,version,serves,path}] */
+json_t	*plugin_describe(void);
+/* The handle the plugin sees as `self`. */
+const struct kgym_plugin_handle *plugin_handle(const struct plugin *plugin);
+struct plugin *plugin_from_handle(const struct kgym_plugin_handle *self);
+
+/* ----------------------------------------------------------------- host.c */
+/* The struct kgym_host table handed to plugins. */
+
+const struct kgym_host *host_table(void);
+
+/* ----------------------------------------------------------------- task.c */
+/*
+ * In-memory record of every non-terminal task (queued or running), indexed
+ * by id.  Terminal tasks live only in the store.  `struct kgym_task` of the
+ * plugin ABI is this struct.
+ */
+
+struct task {
+	char *id;
+	int64_t seq;
+	enum task_prio prio;
+	enum task_state state;		/* TASK_QUEUED or TASK_RUNNING */
+	int attempt;
+	double timeout_s;
+	int64_t created_ms;		/* wall clock */
+	uint64_t enqueued_us;		/* monotonic, for queue latency */
+	uint64_t started_us;		/* monotonic */
+	char *workflow;
+	struct plugin *wf;		/* resolved at dispatch */
+	json_t *payload;		/* loaded at dispatch, NULL while queued */
+	void *plugin_data;
+	struct event *plugin_timer;
+	void (*plugin_timer_cb)(struct kgym_task *);
+	struct event *deadline;
+	TAILQ_ENTRY(task) entry;	/* in a sched queue or the running list */
+};
+TAILQ_HEAD(task_queue, task);
+
+struct task *task_new(const char *id, int64_t seq, enum task_prio prio,
+	    const char *workflow, double timeout_s, int64_t created_ms);
+void	task_free(struct task *task);
+/* Index (tsearch) of live tasks. */
+int	task_index_add(struct task *task);	/* -EEXIST */
+void	task_index_remove(struct task *task);
+struct task *task_index_find(const char *id);
+size_t	task_index_count(void);
+/* A fresh id for a task submitted without one. */
+int	task_id_generate(char *buf, size_t len);
+
+/* ---------------------------------------------------------------- sched.c */
+/*
+ * The scheduler: three FIFO queues (high, normal, low), dispatch to the
+ * workflow plugin while fewer than max_running_tasks run, completion,
+ * cancel, timeouts, and requeue at shutdown.
+ */
+
+void	sched_init(void);
+void	sched_free(void);
+/*
+ * Accept one checked task (not yet in the store): write it and queue it.
+ * *ret_state is the state of the (possibly pre-existing) task.
+ * -EEXIST is not an error here: an existing id returns its current state
+ * with *ret_existing = true.  -ENOSPC: the queue is full.
+ */
+int	sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
+	    enum task_state *ret_state, bool *ret_existing, char **ret_cause);
+/* Queue a row read back from the store at start-up. */
+int	sched_restore(const struct store_row *row);
+/* Try to start queued tasks; called after every change. */
+void	sched_kick(void);
+/*
+ * End a running task with `result` (steals).  The state comes from
+ * result.status.  Writes the store, notifies waiters, frees the task.
+ */
+void	sched_finish(struct task *task, json_t *result);
+/* End a task with an error; builds the result object itself. */
+void	sched_fail(struct task *task, enum task_state state, const char *error_code,
+	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Cancel a queued or running task.  -ENOENT, -EALREADY (terminal). */
+int	sched_cancel(const char *id, enum task_state *ret_state);
+size_t	sched_queued(void);
+size_t	sched_running(void);
+/* Stop dispatching new tasks (drain/shutdown). */
+void	sched_pause(void);
+bool	sched_paused(void);
+/* Shutdown: cancel plugin work on running tasks and requeue them. */
+void	sched_requeue_running(void);
+
+/* ----------------------------------------------------------------- wait.c */
+/*
+ * Clients waiting for tasks to end (op wait, submit with wait).  A waiter
+ * belongs to one connection and is dropped with it; the task is not.
+ */
+
+struct conn;
+struct waiter;
+
+/*
+ * Register interest in `ids` for `conn`, answering request `req_id`.
+ * Terminal tasks are answered at once.  timeout_ms < 0: no timeout.
+ * `final_done`: the final reply carries done/pending (op wait) rather than
+ * a bare ok (submit with wait).
+ */
+int	wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
+	    int64_t timeout_ms, bool final_done);
+/* A task reached a terminal state: tell its waiters. */
+void	wait_task_done(const char *id, enum task_state state, json_t *result);
+/* The connection is going away. */
+void	wait_conn_gone(struct conn *conn);
+size_t	wait_count(void);
+
+/* -------------------------------------------------------------- control.c */
+/*
+ * The control socket: listener, connections, line framing, peer
+ * credentials, size limits.  Requests are handed to ops_dispatch().
+ */
+
+struct conn {
+	struct bufferevent *bev;
+	uint64_t serial;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	bool admin;
+	bool closing;			/* close once the output is flushed */
+	int nwaiters;
+	TAILQ_ENTRY(conn) entry;
+};
+
+int	control_listen(const char *path, int mode, char **ret_cause);
+/* Adopt a socket passed by systemd (LISTEN_FDS). */
+int	control_adopt(int fd, char **ret_cause);
+void	control_close(void);		/* stop accepting */
+void	control_free_all(void);
+/* Queue one reply (does not steal). */
+void	control_send(struct conn *conn, const json_t *reply);
+size_t	control_connections(void);
+
+/* ------------------------------------------------------------------ ops.c */
+/* The op handlers (one per protocol op) and their permission table. */
+
+void	ops_dispatch(struct conn *conn, struct request *req);
+
+/* ---------------------------------------------------------------- stats.c */
+/* Counters and latency histograms for `stats` and sd_notify STATUS=. */
+
+void	stats_init(void);
+void	stats_task_submitted(void);
+void	stats_task_done(enum task_state state, uint64_t queue_us, uint64_t run_us);
+void	stats_request(enum proto_op op, uint64_t us);
+json_t	*stats_describe(void);
+uint64_t stats_now_us(void);		/* CLOCK_MONOTONIC */
+int64_t	stats_wall_ms(void);		/* CLOCK_REALTIME */
+
+/* ----------------------------------------------------------------- gpus.c */
+/* The GPUs kgymd would use, read without touching CUDA (/proc/driver/nvidia). */
+
+json_t	*gpus_describe(const struct config *config);
+
+/* --------------------------------------------------------------- notify.c */
+/* sd_notify(3) when built with libsystemd; no-ops otherwise. */
+
+void	notify_ready(void);
+void	notify_stopping(void);
+void	notify_reloading(void);
+void	notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ----------------------------------------------------------------- main.c */
+/* Process-wide state, set up in main(). */
+
+extern struct event_base *kgymd_base;
+extern struct config *kgymd_config;
+extern struct store *kgymd_store;
+extern const char *kgymd_version_string;
+
+/* Begin an orderly shutdown (SIGTERM or the shutdown op). */
+void	kgymd_shutdown(const char *why);
+/* Stop taking new tasks; existing ones run to the end (drain op). */
+void	kgymd_drain(void);
+bool	kgymd_draining(void);
+
+#endif /* KGYMD_H */

@@ -1,0 +1,178 @@
+/*
+ * log.c -- the daemon's log.
+ *
+ * kgymd logs to stderr, one line per message, "level: message".  Under
+ * systemd stderr is the journal, which adds time and priority of its own;
+ * in the foreground a developer sees the same lines.  Plugin messages come
+ * through log_emit() with the plugin's name as tag.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "kgymd.h"
+
+static int log_threshold = KGYM_LOG_INFO;
+static bool log_foreground = true;
+
+static const char *const log_names[] = {
+	[KGYM_LOG_ERROR] = "error",
+	[KGYM_LOG_WARN] = "warning",
+	[KGYM_LOG_INFO] = "info",
+	[KGYM_LOG_DEBUG] = "debug",
+};
+
+/* sd-daemon(3) priority prefixes, so journald files lines by level. */
+static const char *const log_journal_prefix[] = {
+	[KGYM_LOG_ERROR] = "<3>",
+	[KGYM_LOG_WARN] = "<4>",
+	[KGYM_LOG_INFO] = "<6>",
+	[KGYM_LOG_DEBUG] = "<7>",
+};
+
+void
+log_init(int level, bool foreground)
+{
+	log_threshold = level;
+	log_foreground = foreground;
+}
+
+void
+log_set_level(int level)
+{
+	log_threshold = level;
+}
+
+int
+log_level_parse(const char *name)
+{
+	int i;
+
+	for (i = 0; i <= KGYM_LOG_DEBUG; i++)
+		if (strcasecmp(name, log_names[i]) == 0)
+			return i;
+	if (strcasecmp(name, "warn") == 0)
+		return KGYM_LOG_WARN;
+	return -EINVAL;
+}
+
+const char *
+log_level_name(int level)
+{
+	if (level < 0 || level > KGYM_LOG_DEBUG)
+		return "unknown";
+	return log_names[level];
+}
+
+void
+log_emit(int level, const char *tag, const char *fmt, va_list ap)
+{
+	char msg[2048];
+	struct timespec ts;
+	struct tm tm;
+	char when[32] = "";
+
+	if (level > log_threshold)
+		return;
+	if (level < 0)
+		level = KGYM_LOG_ERROR;
+	if (level > KGYM_LOG_DEBUG)
+		level = KGYM_LOG_DEBUG;
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	if (log_foreground) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		localtime_r(&ts.tv_sec, &tm);
+		strftime(when, sizeof when, "%H:%M:%S", &tm);
+		fprintf(stderr, "%s.%03ld %s: %s%s%s\n", when, ts.tv_nsec / 1000000,
+		    log_names[level], tag ? tag : "", tag ? ": " : "", msg);
+	} else {
+		fprintf(stderr, "%s%s: %s%s%s\n", log_journal_prefix[level],
+		    log_names[level], tag ? tag : "", tag ? ": " : "", msg);
+	}
+	fflush(stderr);
+}
+
+#define LOG_FORWARD(level) do {				\
+	va_list ap;					\
+	va_start(ap, fmt);				\
+	log_emit((level), NULL, fmt, ap);		\
+	va_end(ap);					\
+} while (0)
+
+void
+log_debug(const char *fmt, ...)
+{
+	LOG_FORWARD(KGYM_LOG_DEBUG);
+}
+
+void
+log_info(const char *fmt, ...)
+{
+	LOG_FORWARD(KGYM_LOG_INFO);
+}
+
+void
+log_warnx(const char *fmt, ...)
+{
+	LOG_FORWARD(KGYM_LOG_WARN);
+}
+
+void
+log_errorx(const char *fmt, ...)
+{
+	LOG_FORWARD(KGYM_LOG_ERROR);
+}
+
+static void
+log_printf(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_emit(level, NULL, fmt, ap);
+	va_end(ap);
+}
+
+static void
+log_with_errno(int level, int saved, const char *fmt, va_list ap)
+{
+	char buf[1024];
+
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	log_printf(level, "%s: %s", buf, strerror(saved));
+}
+
+void
+log_warn(const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_with_errno(KGYM_LOG_WARN, saved, fmt, ap);
+	va_end(ap);
+}
+
+void
+fatal(const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_with_errno(KGYM_LOG_ERROR, saved, fmt, ap);
+	va_end(ap);
+	exit(1);
+}
+
+void
+fatalx(const char *fmt, ...)
+{
+	LOG_FORWARD(KGYM_LOG_ERROR);
+	exit(1);
+}

@@ -1,0 +1,1 @@
+/* main.c -- placeholder, being written */

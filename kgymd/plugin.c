@@ -1,0 +1,1 @@
+/* plugin.c -- placeholder, being written */

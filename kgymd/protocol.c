@@ -1,0 +1,1 @@
+/* protocol.c -- placeholder, being written */

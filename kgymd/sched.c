@@ -1,0 +1,1 @@
+/* sched.c -- placeholder, being written */

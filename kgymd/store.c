@@ -1,0 +1,1 @@
+/* store.c -- placeholder, being written */

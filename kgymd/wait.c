@@ -1,0 +1,1 @@
+/* wait.c -- placeholder, being written */
