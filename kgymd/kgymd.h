@@ -89,6 +89,7 @@ struct config {
 	int64_t result_ttl_s;		/* terminal tasks pruned after this */
 	double default_timeout_s;	/* task timeout when the task sets none */
 	double max_timeout_s;		/* largest timeout_s a task may ask */
+	int64_t shutdown_grace_s;	/* running tasks may end before requeue */
 	int log_level;			/* KGYM_LOG_* */
 	bool store_sync_full;		/* store_sync = full | normal */
 	uid_t *allow_uids;		/* peers allowed to connect */
@@ -128,6 +129,17 @@ bool	config_uid_admin(const struct config *config, uid_t uid);
  * key that differs but needs a restart.
  */
 void	config_apply_reload(struct config *cur, const struct config *next);
+
+/* One key of the key table, for the checks that keep the docs true. */
+struct config_key_info {
+	const char *section;		/* "kgymd" or "sandbox" */
+	const char *name;
+	const char *default_value;	/* as written in etc/kgymd.conf */
+	bool reloadable;		/* SIGHUP applies it */
+	const char *doc;		/* one line */
+};
+/* Key i of the table; -ENOENT past the last one. */
+int	config_key_info(size_t i, struct config_key_info *ret_info);
 
 /* ------------------------------------------------------------- protocol.c */
 /*
@@ -353,6 +365,8 @@ struct task {
 	struct event *plugin_timer;
 	void (*plugin_timer_cb)(struct kgym_task *);
 	struct event *deadline;
+	bool in_start;			/* inside the plugin's start() */
+	bool finished;			/* ended while in_start; free after */
 	TAILQ_ENTRY(task) entry;	/* in a sched queue or the running list */
 };
 TAILQ_HEAD(task_queue, task);
@@ -372,22 +386,26 @@ int	task_id_generate(char *buf, size_t len);
 /*
  * The scheduler: three FIFO queues (high, normal, low), dispatch to the
  * workflow plugin while fewer than max_running_tasks run, completion,
- * cancel, timeouts, and requeue at shutdown.
+ * cancel, timeouts, and requeue at shutdown.  Submission is batched: the
+ * tasks of one submit request are written in one store transaction and
+ * become visible (dispatchable, findable) only once it commits.
  */
 
 void	sched_init(void);
 void	sched_free(void);
+int	sched_batch_begin(void);
 /*
- * Accept one checked task (not yet in the store): write it and queue it.
- * *ret_state is the state of the (possibly pre-existing) task.
- * -EEXIST is not an error here: an existing id returns its current state
- * with *ret_existing = true.  -ENOSPC: the queue is full.
+ * Add one checked task to the open batch.  An existing id returns its
+ * current state with *ret_existing = true.  -ENOSPC: the queue is full.
+ * ret_id receives the task's id (assigned when the spec has none).
  */
 int	sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
 	    enum task_state *ret_state, bool *ret_existing, char **ret_cause);
+/* Commit the batch and queue its tasks; on failure none of them exists. */
+int	sched_batch_commit(char **ret_cause);
 /* Queue a row read back from the store at start-up. */
 int	sched_restore(const struct store_row *row);
-/* Try to start queued tasks; called after every change. */
+/* Ask for a dispatch pass on the next loop iteration. */
 void	sched_kick(void);
 /*
  * End a running task with `result` (steals).  The state comes from
@@ -397,15 +415,22 @@ void	sched_finish(struct task *task, json_t *result);
 /* End a task with an error; builds the result object itself. */
 void	sched_fail(struct task *task, enum task_state state, const char *error_code,
 	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* Cancel a queued or running task.  -ENOENT, -EALREADY (terminal). */
+/*
+ * Cancel a queued or running task.  -ENOENT; -EALREADY when terminal, with
+ * *ret_state its state.
+ */
 int	sched_cancel(const char *id, enum task_state *ret_state);
 size_t	sched_queued(void);
 size_t	sched_running(void);
-/* Stop dispatching new tasks (drain/shutdown). */
+/* Stop dispatching new tasks (shutdown). */
 void	sched_pause(void);
-bool	sched_paused(void);
 /* Shutdown: cancel plugin work on running tasks and requeue them. */
 void	sched_requeue_running(void);
+/* Called with the number of running tasks whenever one ends. */
+void	sched_on_idle(void (*cb)(void));
+/* Terminal result object for an error (status "failed"). */
+json_t	*sched_error_result(const char *task_id, const char *error_code,
+	    const char *message);
 
 /* ----------------------------------------------------------------- wait.c */
 /*
@@ -444,6 +469,8 @@ struct conn {
 	gid_t gid;
 	bool admin;
 	bool closing;			/* close once the output is flushed */
+	bool linger;			/* refused (too_large): half-close, discard input */
+	bool half_closed;
 	int nwaiters;
 	TAILQ_ENTRY(conn) entry;
 };
@@ -453,6 +480,11 @@ int	control_listen(const char *path, int mode, char **ret_cause);
 int	control_adopt(int fd, char **ret_cause);
 void	control_close(void);		/* stop accepting */
 void	control_free_all(void);
+/*
+ * At exit: stop reading, let queued replies drain, close each connection
+ * once its output is sent, and call `done` when none is left.
+ */
+void	control_flush_and_close(void (*done)(void));
 /* Queue one reply (does not steal). */
 void	control_send(struct conn *conn, const json_t *reply);
 size_t	control_connections(void);
@@ -492,7 +524,6 @@ void	notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern struct event_base *kgymd_base;
 extern struct config *kgymd_config;
 extern struct store *kgymd_store;
-extern const char *kgymd_version_string;
 
 /* Begin an orderly shutdown (SIGTERM or the shutdown op). */
 void	kgymd_shutdown(const char *why);

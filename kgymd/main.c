@@ -1,1 +1,335 @@
-/* main.c -- placeholder, being written */
+/*
+ * main.c -- kgymd: start-up, signals, reload, drain and shutdown.
+ *
+ * Start-up order matters for durability: the store is opened and recovered
+ * (running tasks of a crashed daemon requeued or failed) before the socket
+ * listens, so no client can see a task in a state that recovery is about to
+ * change.  Then the loop runs until SIGTERM/SIGINT or the shutdown op; at
+ * shutdown the socket stops accepting, no new task starts, running tasks get
+ * shutdown_grace seconds to end and are then requeued for the next start.
+ *
+ * The daemon never initialises CUDA: GPU work happens in fork+exec'd
+ * workers (DESIGN §2).
+ */
+#include "config.h"
+
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#ifdef HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#include "kgymd.h"
+
+#define KGYMD_DEFAULT_CONFIG	KGYM_SYSCONFDIR "/kgymd.conf"
+#define KGYMD_PRUNE_INTERVAL_S	60
+
+struct event_base *kgymd_base;
+struct config *kgymd_config;
+struct store *kgymd_store;
+
+static bool kgymd_is_draining;
+static bool kgymd_is_stopping;
+static struct event *kgymd_grace_ev;
+static struct event *kgymd_prune_ev;
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: kgymd [-FnVh] [-f FILE]\n"
+	    "  -F       run in the foreground (log to stderr)\n"
+	    "  -f FILE  configuration file (default " KGYMD_DEFAULT_CONFIG ")\n"
+	    "  -n       check the configuration and exit\n"
+	    "  -V       print version and build options\n"
+	    "  -h       this help\n");
+}
+
+static void
+print_version(void)
+{
+	printf("kgymd %s (plugin ABI %d.%d, protocol %d)\n", PACKAGE_VERSION,
+	    KGYM_PLUGIN_ABI_MAJOR, KGYM_PLUGIN_ABI_MINOR, KGYM_PROTOCOL_VERSION);
+	printf("build options:");
+#ifdef HAVE_SYSTEMD
+	printf(" +systemd");
+#else
+	printf(" -systemd");
+#endif
+#ifdef KGYM_SANDBOX_DISABLED
+	printf(" -sandbox\nWARNING: built with --disable-sandbox: candidate code runs UNSANDBOXED (debugging only)");
+#else
+	printf(" +sandbox");
+#endif
+	printf("\nplugin dir: %s\nconfig:     %s\n", KGYM_PLUGINDIR, KGYMD_DEFAULT_CONFIG);
+}
+
+bool
+kgymd_draining(void)
+{
+	return kgymd_is_draining || kgymd_is_stopping;
+}
+
+void
+kgymd_drain(void)
+{
+	if (kgymd_is_draining)
+		return;
+	kgymd_is_draining = true;
+	notify_status("draining: %zu queued, %zu running", sched_queued(), sched_running());
+}
+
+static void
+kgymd_loopbreak(void)
+{
+	event_base_loopbreak(kgymd_base);
+}
+
+/* Leave the loop once every client has its last replies (at most 2 s). */
+static void
+kgymd_stop_now(void)
+{
+	struct timeval tv = { .tv_sec = 2 };
+
+	event_base_loopexit(kgymd_base, &tv);
+	control_flush_and_close(kgymd_loopbreak);
+}
+
+static void
+kgymd_grace_over(evutil_socket_t fd, short what, void *arg)
+{
+	log_info("shutdown grace over: requeueing %zu running tasks", sched_running());
+	sched_requeue_running();
+	kgymd_stop_now();
+}
+
+void
+kgymd_shutdown(const char *why)
+{
+	struct timeval tv = { .tv_sec = kgymd_config->shutdown_grace_s };
+
+	if (kgymd_is_stopping)
+		return;
+	kgymd_is_stopping = true;
+	log_info("stopping: %s (%zu queued, %zu running)", why, sched_queued(),
+	    sched_running());
+	notify_stopping();
+	control_close();
+	sched_pause();
+	if (sched_running() == 0) {
+		kgymd_stop_now();
+		return;
+	}
+	/* Let running work end on its own, then requeue what is left. */
+	sched_on_idle(kgymd_stop_now);
+	kgymd_grace_ev = evtimer_new(kgymd_base, kgymd_grace_over, NULL);
+	if (kgymd_grace_ev == NULL || evtimer_add(kgymd_grace_ev, &tv) < 0)
+		kgymd_grace_over(-1, 0, NULL);
+}
+
+static void
+kgymd_reload(const char *path)
+{
+	struct config *next;
+	char *cause = NULL;
+
+	notify_reloading();
+	if (config_load(path, &next, &cause) < 0) {
+		log_errorx("reload refused, keeping the running configuration: %s", cause);
+		free(cause);
+		notify_ready();
+		return;
+	}
+	config_apply_reload(kgymd_config, next);
+	config_free(next);
+	log_set_level(kgymd_config->log_level);
+	log_info("configuration reloaded from %s", path);
+	notify_ready();
+	sched_kick();	/* max_running_tasks may have grown */
+}
+
+static void
+kgymd_signal(evutil_socket_t sig, short what, void *arg)
+{
+	switch (sig) {
+	case SIGTERM:
+	case SIGINT:
+		kgymd_shutdown(sig == SIGTERM ? "SIGTERM" : "SIGINT");
+		break;
+	case SIGHUP:
+		kgymd_reload(arg);
+		break;
+	}
+}
+
+static void
+kgymd_prune(evutil_socket_t fd, short what, void *arg)
+{
+	struct timeval tv = { .tv_sec = KGYMD_PRUNE_INTERVAL_S };
+	int64_t before = stats_wall_ms() - kgymd_config->result_ttl_s * 1000;
+	int n = 0;
+
+	if (store_prune(kgymd_store, before, &n) < 0)
+		log_warnx("pruning old results failed");
+	else if (n > 0)
+		log_info("pruned %d results older than result_ttl", n);
+	notify_status("%zu queued, %zu running", sched_queued(), sched_running());
+	evtimer_add(kgymd_prune_ev, &tv);
+}
+
+static int
+kgymd_restore_row(const struct store_row *row, void *arg)
+{
+	int *n = arg;
+
+	(*n)++;
+	return sched_restore(row);
+}
+
+static void
+kgymd_open_store(void)
+{
+	char *path, *cause = NULL;
+	int restored = 0, failed = 0;
+
+	if (mkdir(kgymd_config->state_dir, 0700) < 0 && errno != EEXIST)
+		fatal("%s", kgymd_config->state_dir);
+	if (asprintf(&path, "%s/tasks.db", kgymd_config->state_dir) < 0)
+		fatalx("out of memory");
+	if ((kgymd_store = store_open(path, kgymd_config->store_sync_full, &cause)) == NULL)
+		fatalx("task store: %s", cause != NULL ? cause : path);
+	free(path);
+	if (store_recover(kgymd_store, kgymd_config->max_attempts, stats_wall_ms(),
+	    kgymd_restore_row, &restored, &failed) < 0)
+		fatalx("task store: recovery failed");
+	if (restored > 0 || failed > 0)
+		log_info("recovered %d queued tasks; %d failed after max_attempts", restored,
+		    failed);
+}
+
+static void
+kgymd_listen(void)
+{
+	char *cause = NULL;
+#ifdef HAVE_SYSTEMD
+	int n = sd_listen_fds(1);
+
+	if (n > 1)
+		fatalx("systemd passed %d sockets; kgymd.socket should pass one", n);
+	if (n == 1) {
+		if (control_adopt(SD_LISTEN_FDS_START, &cause) < 0)
+			fatalx("%s", cause);
+		log_info("listening on the socket passed by systemd");
+		return;
+	}
+#endif
+	if (control_listen(kgymd_config->socket, kgymd_config->socket_mode, &cause) < 0)
+		fatalx("control socket: %s", cause);
+	log_info("listening on %s", kgymd_config->socket);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *path = KGYMD_DEFAULT_CONFIG;
+	bool foreground = false, check_only = false;
+	struct event *sig_term, *sig_int, *sig_hup;
+	char *cause = NULL;
+	int ch;
+
+	while ((ch = getopt(argc, argv, "Ff:nVh")) != -1) {
+		switch (ch) {
+		case 'F':
+			foreground = true;
+			break;
+		case 'f':
+			path = optarg;
+			break;
+		case 'n':
+			check_only = true;
+			break;
+		case 'V':
+			print_version();
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (config_load(path, &kgymd_config, &cause) < 0) {
+		fprintf(stderr, "%s\n", cause != NULL ? cause : path);
+		return 1;
+	}
+	if (check_only) {
+		printf("configuration OK\n");
+		config_free(kgymd_config);
+		return 0;
+	}
+	if (!foreground && daemon(0, 0) < 0) {
+		perror("kgymd: daemon");
+		return 1;
+	}
+	log_init(kgymd_config->log_level, foreground);
+#ifdef KGYM_SANDBOX_DISABLED
+	log_errorx("WARNING: this kgymd was built with --disable-sandbox: candidate code "
+	    "runs UNSANDBOXED; never use it for real work");
+#endif
+	/* A client that goes away mid-write must not kill the daemon. */
+	signal(SIGPIPE, SIG_IGN);
+
+	if ((kgymd_base = event_base_new()) == NULL)
+		fatalx("cannot create the event loop");
+	stats_init();
+	sched_init();
+	plugin_load_all(kgymd_config->plugin_dir, host_table());
+	kgymd_open_store();
+	kgymd_listen();
+
+	sig_term = evsignal_new(kgymd_base, SIGTERM, kgymd_signal, NULL);
+	sig_int = evsignal_new(kgymd_base, SIGINT, kgymd_signal, NULL);
+	sig_hup = evsignal_new(kgymd_base, SIGHUP, kgymd_signal, (void *)path);
+	if (sig_term == NULL || sig_int == NULL || sig_hup == NULL ||
+	    evsignal_add(sig_term, NULL) < 0 || evsignal_add(sig_int, NULL) < 0 ||
+	    evsignal_add(sig_hup, NULL) < 0)
+		fatalx("cannot install signal handlers");
+	kgymd_prune_ev = evtimer_new(kgymd_base, kgymd_prune, NULL);
+	kgymd_prune(-1, 0, NULL);
+
+	log_info("kgymd %s ready: %zu queued tasks, state in %s", PACKAGE_VERSION,
+	    sched_queued(), kgymd_config->state_dir);
+	notify_ready();
+	sched_kick();
+	event_base_dispatch(kgymd_base);
+
+	log_info("stopped");
+	control_free_all();
+	sched_free();
+	plugin_unload_all();
+	store_free(kgymd_store);
+	if (kgymd_grace_ev != NULL)
+		event_free(kgymd_grace_ev);
+	event_free(kgymd_prune_ev);
+	event_free(sig_term);
+	event_free(sig_int);
+	event_free(sig_hup);
+	event_base_free(kgymd_base);
+	config_free(kgymd_config);
+	return 0;
+}

@@ -1,1 +1,308 @@
-/* wait.c -- placeholder, being written */
+/*
+ * wait.c -- clients waiting for tasks to end.
+ *
+ * A waiter is one request (op wait, or submit with "wait":true) on one
+ * connection, watching a set of task ids.  Each watched id that is still
+ * live hangs in a tsearch(3) tree keyed by task id, so a finishing task
+ * finds its waiters without scanning.  When a task ends its waiters get an
+ * event line each; when the last id of a waiter is answered (or its
+ * timeout fires) the waiter sends its final reply and goes away.  Waiters
+ * die with their connection; the tasks they watch do not.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <search.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "kgymd.h"
+
+struct waiter;
+
+/* One watched id of one waiter. */
+struct watch {
+	char *id;
+	struct waiter *waiter;
+	bool done;
+	LIST_ENTRY(watch) by_task;	/* all watches of one task id */
+};
+
+/* All watches on one task id: the tree node. */
+struct watch_node {
+	char *id;			/* borrowed from the first watch */
+	LIST_HEAD(, watch) watches;
+};
+
+struct waiter {
+	struct conn *conn;
+	json_t *req_id;
+	struct watch *watches;
+	size_t nwatches;
+	size_t pending;
+	json_t *not_found;
+	bool final_done;
+	struct event *timeout;
+	TAILQ_ENTRY(waiter) entry;
+};
+
+static TAILQ_HEAD(, waiter) waiters = TAILQ_HEAD_INITIALIZER(waiters);
+static void *watch_root;
+static size_t nwaiters;
+
+static int
+watch_node_compare(const void *a, const void *b)
+{
+	const struct watch_node *na = a, *nb = b;
+
+	return strcmp(na->id, nb->id);
+}
+
+static struct watch_node *
+watch_node_find(const char *id)
+{
+	struct watch_node key = { .id = (char *)id };
+	void *n = tfind(&key, &watch_root, watch_node_compare);
+
+	return n != NULL ? *(struct watch_node **)n : NULL;
+}
+
+/*
+ * The same id twice in one request is watched once.  Watches of one request
+ * are attached one after another with nothing between, so an earlier watch
+ * of this waiter on the id is still at the head of the id's list.
+ */
+static bool
+watch_is_duplicate(const struct waiter *wt, const char *id)
+{
+	struct watch_node *node = watch_node_find(id);
+
+	return node != NULL && !LIST_EMPTY(&node->watches) &&
+	    LIST_FIRST(&node->watches)->waiter == wt;
+}
+
+static int
+watch_attach(struct watch *w)
+{
+	struct watch_node *node;
+	void *n;
+
+	if ((node = watch_node_find(w->id)) == NULL) {
+		if ((node = calloc(1, sizeof *node)) == NULL)
+			return -ENOMEM;
+		if ((node->id = strdup(w->id)) == NULL) {
+			free(node);
+			return -ENOMEM;
+		}
+		LIST_INIT(&node->watches);
+		n = tsearch(node, &watch_root, watch_node_compare);
+		if (n == NULL) {
+			free(node->id);
+			free(node);
+			return -ENOMEM;
+		}
+	}
+	LIST_INSERT_HEAD(&node->watches, w, by_task);
+	return 0;
+}
+
+static void
+watch_node_release(struct watch_node *node)
+{
+	if (!LIST_EMPTY(&node->watches))
+		return;
+	tdelete(node, &watch_root, watch_node_compare);
+	free(node->id);
+	free(node);
+}
+
+static void
+watch_detach(struct watch *w)
+{
+	struct watch_node *node = watch_node_find(w->id);
+
+	LIST_REMOVE(w, by_task);
+	if (node != NULL)
+		watch_node_release(node);
+}
+
+static void
+waiter_free(struct waiter *wt)
+{
+	size_t i;
+
+	for (i = 0; i < wt->nwatches; i++) {
+		if (!wt->watches[i].done && wt->watches[i].waiter != NULL)
+			watch_detach(&wt->watches[i]);
+		free(wt->watches[i].id);
+	}
+	free(wt->watches);
+	if (wt->timeout != NULL)
+		event_free(wt->timeout);
+	json_decref(wt->req_id);
+	json_decref(wt->not_found);
+	TAILQ_REMOVE(&waiters, wt, entry);
+	if (wt->conn != NULL)
+		wt->conn->nwaiters--;
+	nwaiters--;
+	free(wt);
+}
+
+static void
+waiter_final(struct waiter *wt)
+{
+	json_t *reply, *pending;
+	size_t i;
+
+	reply = proto_reply_ok(wt->req_id);
+	json_object_set_new(reply, "done", json_true());
+	pending = json_array();
+	for (i = 0; i < wt->nwatches; i++)
+		if (!wt->watches[i].done && wt->watches[i].waiter != NULL)
+			json_array_append_new(pending, json_string(wt->watches[i].id));
+	json_object_set_new(reply, "pending", pending);
+	if (wt->final_done)
+		json_object_set(reply, "not_found", wt->not_found);
+	control_send(wt->conn, reply);
+	json_decref(reply);
+	waiter_free(wt);
+}
+
+static void
+waiter_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	waiter_final(arg);
+}
+
+static void
+waiter_send_event(struct waiter *wt, const char *id, enum task_state state, json_t *result)
+{
+	json_t *ev = proto_event_result(wt->req_id, id, state, result);
+
+	control_send(wt->conn, ev);
+	json_decref(ev);
+}
+
+/* Answer an id that is already terminal (or unknown) from the store. */
+static bool
+waiter_answer_from_store(struct waiter *wt, struct watch *w)
+{
+	struct store_row *row = NULL;
+	json_t *result;
+
+	if (store_get(kgymd_store, w->id, &row) < 0) {
+		json_array_append_new(wt->not_found, json_string(w->id));
+		w->done = true;
+		return true;
+	}
+	if (!proto_state_terminal(row->state)) {
+		/* In the store but not live: only during a batch; treat as live. */
+		store_row_free(row);
+		return false;
+	}
+	result = row->result != NULL ? json_loads(row->result, 0, NULL) : NULL;
+	waiter_send_event(wt, w->id, row->state, result);
+	json_decref(result);
+	store_row_free(row);
+	w->done = true;
+	return true;
+}
+
+int
+wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
+    int64_t timeout_ms, bool final_done)
+{
+	struct waiter *wt;
+	struct timeval tv;
+	size_t i;
+
+	if ((wt = calloc(1, sizeof *wt)) == NULL)
+		return -ENOMEM;
+	if (nids > 0 && (wt->watches = calloc(nids, sizeof *wt->watches)) == NULL) {
+		free(wt);
+		return -ENOMEM;
+	}
+	wt->conn = conn;
+	wt->req_id = req_id != NULL ? json_incref(req_id) : json_null();
+	wt->not_found = json_array();
+	wt->final_done = final_done;
+	TAILQ_INSERT_TAIL(&waiters, wt, entry);
+	conn->nwaiters++;
+	nwaiters++;
+
+	for (i = 0; i < nids; i++) {
+		struct watch *w = &wt->watches[i];
+
+		wt->nwatches++;
+		if ((w->id = strdup(ids[i])) == NULL)
+			goto oom;
+		if (task_index_find(w->id) == NULL && waiter_answer_from_store(wt, w))
+			continue;
+		if (watch_is_duplicate(wt, w->id)) {
+			w->done = true;
+			continue;
+		}
+		w->waiter = wt;
+		if (watch_attach(w) < 0) {
+			w->waiter = NULL;
+			goto oom;
+		}
+		wt->pending++;
+	}
+	if (wt->pending == 0) {
+		waiter_final(wt);
+		return 0;
+	}
+	if (timeout_ms >= 0) {
+		wt->timeout = evtimer_new(kgymd_base, waiter_timeout, wt);
+		if (wt->timeout == NULL)
+			goto oom;
+		tv.tv_sec = timeout_ms / 1000;
+		tv.tv_usec = (timeout_ms % 1000) * 1000;
+		evtimer_add(wt->timeout, &tv);
+	}
+	return 0;
+oom:
+	waiter_free(wt);
+	return -ENOMEM;
+}
+
+void
+wait_task_done(const char *id, enum task_state state, json_t *result)
+{
+	struct watch_node *node;
+	struct watch *w;
+	struct waiter *wt;
+
+	if ((node = watch_node_find(id)) == NULL)
+		return;
+	while ((w = LIST_FIRST(&node->watches)) != NULL) {
+		LIST_REMOVE(w, by_task);
+		w->done = true;
+		wt = w->waiter;
+		waiter_send_event(wt, id, state, result);
+		if (--wt->pending == 0)
+			waiter_final(wt);
+	}
+	watch_node_release(node);
+}
+
+void
+wait_conn_gone(struct conn *conn)
+{
+	struct waiter *wt, *next;
+
+	for (wt = TAILQ_FIRST(&waiters); wt != NULL; wt = next) {
+		next = TAILQ_NEXT(wt, entry);
+		if (wt->conn == conn)
+			waiter_free(wt);
+	}
+}
+
+size_t
+wait_count(void)
+{
+	return nwaiters;
+}
