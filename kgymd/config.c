@@ -176,6 +176,39 @@ static const struct config_key config_keys[] = {
 	{ "kgymd", "admin_uids", "", config_parse_users, CS_IDS,
 	    OFF(admin_uids), OFF(nadmin_uids), 0, 0, true,
 	    "users allowed drain and shutdown besides root and kgymd's own user" },
+	{ "workers", "path", KGYM_LIBEXECDIR "/kgymd-worker", config_parse_path, CS_STR,
+	    OFF(worker_path), 0, 0, 0, false,
+	    "the kgymd-worker program" },
+	{ "workers", "cpu_workers", "2", config_parse_int, CS_INT,
+	    OFF(cpu_workers), 0, 0, 1024, false,
+	    "CPU-only workers (compile jobs, CPU jobs)" },
+	{ "workers", "gpu_memory", "0", config_parse_bytes, CS_I64,
+	    OFF(gpu_memory_bytes), 0, 0, 64 * CONFIG_TIB, false,
+	    "GPU memory jobs may declare per GPU (0: what each GPU reports)" },
+	{ "workers", "max_jobs_per_worker", "100", config_parse_int, CS_INT,
+	    OFF(max_jobs_per_worker), 0, 1, 1000000, true,
+	    "jobs a worker runs before it is replaced" },
+	{ "workers", "max_message_bytes", "64M", config_parse_bytes, CS_SIZE,
+	    OFF(max_message_bytes), 0, CONFIG_MIB, CONFIG_GIB, true,
+	    "largest message (a job's result) a worker may send" },
+	{ "workers", "compile_deadline", "60", config_parse_timeout, CS_DOUBLE,
+	    OFF(compile_deadline_s), 0, 0, CONFIG_DAY, true,
+	    "deadline of a job's compile phase" },
+	{ "workers", "correctness_deadline", "120", config_parse_timeout, CS_DOUBLE,
+	    OFF(correctness_deadline_s), 0, 0, CONFIG_DAY, true,
+	    "deadline of a job's correctness phase" },
+	{ "workers", "timing_deadline", "300", config_parse_timeout, CS_DOUBLE,
+	    OFF(timing_deadline_s), 0, 0, CONFIG_DAY, true,
+	    "deadline of a job's timing phase (counted once the exclusive lock is held)" },
+	{ "workers", "job_deadline", "120", config_parse_timeout, CS_DOUBLE,
+	    OFF(job_deadline_s), 0, 0, CONFIG_DAY, true,
+	    "deadline of any other phase" },
+	{ "workers", "kill_grace", "2", config_parse_timeout, CS_DOUBLE,
+	    OFF(kill_grace_s), 0, 0, 3600, true,
+	    "time between SIGTERM and SIGKILL for a job past its deadline" },
+	{ "workers", "start_timeout", "120", config_parse_timeout, CS_DOUBLE,
+	    OFF(worker_start_timeout_s), 0, 0, 3600, true,
+	    "time a new worker has to initialise and say hello" },
 	{ "sandbox", "enabled", "yes", config_parse_bool, CS_BOOL,
 	    OFF(sandbox_enabled), 0, 0, 0, false,
 	    "run jobs under rlimits, seccomp and Landlock" },
@@ -1070,7 +1103,7 @@ config_section_check(const char *section, size_t len, char **ret_reason)
 		    (int)len, section, KGYM_NAME_MAX - 1);
 	}
 	return config_reason(ret_reason, "unknown section [%.*s] (expected "
-	    "[kgymd], [sandbox] or [plugin.NAME])", (int)len, section);
+	    "[kgymd], [workers], [sandbox] or [plugin.NAME])", (int)len, section);
 }
 
 /*

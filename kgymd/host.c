@@ -92,6 +92,13 @@ host_task_finish(struct kgym_task *t, json_t *result)
 	return 0;
 }
 
+static int
+host_job_run(struct kgym_task *t, const struct kgym_job_spec *spec,
+    void (*done)(struct kgym_task *, const struct kgym_job_outcome *), char **ret_cause)
+{
+	return pool_job_run((struct task *)t, spec, done, ret_cause);
+}
+
 static const struct kgym_host host = {
 	.abi_major = KGYM_PLUGIN_ABI_MAJOR,
 	.abi_minor = KGYM_PLUGIN_ABI_MINOR,
@@ -106,6 +113,8 @@ static const struct kgym_host host = {
 	.task_get_data = host_task_get_data,
 	.task_timer = host_task_timer,
 	.task_finish = host_task_finish,
+	.job_run = host_job_run,
+	/* gpu_lock and phase exist only inside workers. */
 };
 
 const struct kgym_host *

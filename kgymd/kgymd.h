@@ -38,6 +38,8 @@ struct evbuffer;
 
 void	log_init(int level, bool foreground);
 void	log_set_level(int level);
+/* Send every message to `sink` instead of stderr (workers: to the parent). */
+void	log_set_sink(void (*sink)(int level, const char *tag, const char *msg));
 int	log_level_parse(const char *name);	/* KGYM_LOG_* or -EINVAL */
 const char *log_level_name(int level);
 void	log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -46,6 +48,8 @@ void	log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void	log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));	/* + strerror(errno) */
 void	log_errorx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void	log_emit(int level, const char *tag, const char *fmt, va_list ap);
+void	log_tagged(int level, const char *tag, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
 /* Start-up failures and broken invariants only; never reachable from input. */
 void	fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void	fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -99,7 +103,20 @@ struct config {
 	uid_t *admin_uids;		/* peers allowed drain/shutdown */
 	size_t nadmin_uids;
 
-	/* [sandbox] -- consumed by the worker issue; parsed and checked now */
+	/* [workers] */
+	char *worker_path;		/* the kgymd-worker program */
+	int cpu_workers;
+	int64_t gpu_memory_bytes;	/* admission capacity per GPU; 0: reported */
+	int max_jobs_per_worker;
+	size_t max_message_bytes;	/* worker -> parent frame limit */
+	double compile_deadline_s;	/* per-phase job deadlines */
+	double correctness_deadline_s;
+	double timing_deadline_s;
+	double job_deadline_s;		/* any other phase */
+	double kill_grace_s;		/* SIGTERM -> SIGKILL */
+	double worker_start_timeout_s;
+
+	/* [sandbox] */
 	bool sandbox_enabled;
 	int64_t job_memory_bytes;	/* RLIMIT_AS of a job */
 	int job_max_files;		/* RLIMIT_NOFILE */
@@ -292,6 +309,44 @@ int	store_prune(struct store *store, int64_t before_ms, int *ret_n);
 int	store_count(struct store *store, int64_t counts[TASK__STATE_COUNT]);
 void	store_row_free(struct store_row *row);
 
+/* ------------------------------------------------------------------ ipc.c */
+/*
+ * Parent<->worker frames: a 12-byte header (magic, version, type, length)
+ * and a JSON object payload.  Shared by kgymd and kgymd-worker.
+ */
+
+#define IPC_MAGIC	0x4b47594du	/* "KGYM" */
+#define IPC_VERSION	1
+#define IPC_HEADER_LEN	12
+
+enum ipc_type {
+	IPC_HELLO = 1,		/* w->p: ready: pid, slot, gpu, backends, sandbox */
+	IPC_JOB,		/* p->w: {job, backend, phase, request} */
+	IPC_RESULT,		/* w->p: {job, result} or {job, error_code, error_message} */
+	IPC_LOG,		/* w->p: {level, message} */
+	IPC_LOCK,		/* w->p: {mode: "shared"|"exclusive"} */
+	IPC_GRANTED,		/* p->w: {mode} */
+	IPC_PHASE,		/* w->p: {phase} */
+	IPC_FATAL,		/* w->p: {message}: recycle me after this job */
+	IPC_BYE,		/* p->w: exit now */
+	IPC__TYPE_COUNT
+};
+
+const char *ipc_type_name(unsigned int type);
+void	ipc_header_encode(unsigned char hdr[IPC_HEADER_LEN], unsigned int type,
+	    uint32_t len);
+/* -EPROTO (bad magic/version/type) or -EMSGSIZE, with the reason in why. */
+int	ipc_header_decode(const unsigned char hdr[IPC_HEADER_LEN], size_t max_len,
+	    unsigned int *ret_type, uint32_t *ret_len, char *why, size_t whylen);
+/* A JSON object from a payload, or NULL with the reason in why. */
+json_t	*ipc_payload_decode(const char *buf, size_t len, char *why, size_t whylen);
+/* A whole frame, malloc'd. */
+char	*ipc_frame(unsigned int type, const json_t *payload, size_t *ret_len);
+/* Blocking helpers for the worker side. */
+int	ipc_send(int fd, unsigned int type, const json_t *payload);
+int	ipc_recv(int fd, size_t max_len, unsigned int *ret_type, json_t **ret_payload,
+	    char *why, size_t whylen);
+
 /* --------------------------------------------------------------- plugin.c */
 /*
  * The plugin loader: scans plugin_dir, dlopen()s each *.so, checks the ABI
@@ -323,6 +378,10 @@ void	plugin_load_all(const char *dirs, const struct kgym_host *host);
 /* Check and load one file; -errno with reason in *ret_cause (also logged). */
 int	plugin_load(const char *path, const struct kgym_host *host, char **ret_cause);
 void	plugin_unload_all(void);
+/* Load only plugins of these kinds (bits 1 << KGYM_PLUGIN_*); others are skipped. */
+void	plugin_only_kinds(unsigned int mask);
+/* A backend's documented seccomp additions (ABI 1.1), or NULL. */
+const char *const *plugin_syscalls(const struct plugin *plugin);
 /* Workflow plugin serving `workflow`, or NULL. */
 struct plugin *plugin_find_workflow(const char *workflow);
 struct plugin *plugin_find_backend(const char *backend);
@@ -365,6 +424,7 @@ struct task {
 	struct event *plugin_timer;
 	void (*plugin_timer_cb)(struct kgym_task *);
 	struct event *deadline;
+	struct job *job;		/* its sandboxed job, queued or running */
 	bool in_start;			/* inside the plugin's start() */
 	bool finished;			/* ended while in_start; free after */
 	TAILQ_ENTRY(task) entry;	/* in a sched queue or the running list */
@@ -508,7 +568,108 @@ int64_t	stats_wall_ms(void);		/* CLOCK_REALTIME */
 /* ----------------------------------------------------------------- gpus.c */
 /* The GPUs kgymd would use, read without touching CUDA (/proc/driver/nvidia). */
 
-json_t	*gpus_describe(const struct config *config);
+struct gpu_info {
+	int index;			/* CUDA index in PCI bus order */
+	char *name;			/* model, or NULL when unknown; owned */
+	bool present;			/* the driver shows it */
+};
+
+/*
+ * The configured GPUs: gpus = all gives every GPU the driver shows; a list
+ * gives those indices, present or not (a GPU-less test machine can still
+ * run GPU slots for jobs that need no CUDA).  *ret_info is malloc'd.
+ */
+void	gpus_enumerate(const struct config *config, struct gpu_info **ret_info,
+	    size_t *ret_n);
+
+/* ----------------------------------------------------------------- pool.c */
+/*
+ * Worker slots, the job queues and the per-GPU readers-writer locks that
+ * keep timing exclusive (writer-preferring), with memory-aware admission.
+ */
+
+struct worker;
+struct job;
+
+struct gpu_slotset {
+	int index;
+	char *name;
+	bool present;
+	uint64_t memory_bytes;		/* from a worker's HELLO; 0 unknown */
+	uint64_t memory_reserved;	/* declared by the jobs on it */
+	int readers;			/* shared holders */
+	struct worker *writer;		/* the exclusive holder */
+	TAILQ_HEAD(, worker) lock_waiters;
+	struct worker **slots;
+	size_t nslots;
+};
+
+void	pool_init(void);
+/* Kill every worker (at exit), drop queued jobs. */
+void	pool_stop(void);
+bool	pool_is_stopping(void);
+/* host->job_run. */
+int	pool_job_run(struct task *task, const struct kgym_job_spec *spec,
+	    void (*done)(struct kgym_task *, const struct kgym_job_outcome *),
+	    char **ret_cause);
+/* The task ended: drop its queued job or kill its running one. */
+void	pool_task_gone(struct task *task);
+void	pool_kick(void);
+/* From proc.c. */
+void	pool_worker_ready(struct worker *w, const json_t *hello);
+void	pool_lock_request(struct worker *w, enum kgym_gpu_lock mode);
+void	pool_job_end(struct worker *w, const struct kgym_job_outcome *outcome);
+const char *pool_job_phase(const struct worker *w);
+void	pool_job_set_phase(struct worker *w, const char *phase);
+const char *pool_job_task_id(const struct worker *w);
+uint64_t pool_job_id(const struct worker *w);
+json_t	*pool_describe(void);
+
+/* ----------------------------------------------------------------- proc.c */
+/*
+ * One worker process per slot: fork+exec, the per-state message table,
+ * phase deadlines, reaping and obituaries, respawn.
+ */
+
+enum worker_state { W_STARTING, W_IDLE, W_BUSY, W_LOCK_WAIT, W_STOPPING, W_DOWN };
+
+struct worker {
+	char name[32];			/* "gpu0.1", "cpu3" */
+	int gpu;			/* -1: a CPU worker */
+	int slot;
+	struct gpu_slotset *gpuset;	/* NULL for CPU workers */
+	pid_t pid;			/* 0 while none runs */
+	struct bufferevent *bev;	/* the socketpair */
+	enum worker_state state;
+	struct job *job;		/* the job it runs */
+	unsigned int jobs_done;
+	bool recycle;			/* replace after this job */
+	bool killed_by_us;
+	int lock_held;			/* 0 or enum kgym_gpu_lock */
+	int lock_wanted;
+	uint64_t lock_asked_us;
+	const char *kill_code;		/* why we killed it (violation) */
+	char *kill_reason;
+	char *timed_out_phase;
+	double timed_out_after;
+	int start_failures;
+	char last_log[256];
+	uint64_t started_us;
+	json_t *hello;
+	struct event *deadline;		/* phase deadline / start timeout */
+	struct event *killer;		/* SIGKILL after kill_grace */
+	struct event *respawn;
+	TAILQ_ENTRY(worker) lock_entry;
+	TAILQ_ENTRY(worker) entry;
+};
+
+struct worker *proc_new(int gpu, int slot, struct gpu_slotset *gpuset);
+void	proc_free(struct worker *w);
+void	proc_send_job(struct worker *w, uint64_t id, const char *backend, const char *phase,
+	    const json_t *request);
+void	proc_lock_granted(struct worker *w);
+void	proc_kill(struct worker *w, const char *why);
+json_t	*proc_describe(const struct worker *w);
 
 /* --------------------------------------------------------------- notify.c */
 /* sd_notify(3) when built with libsystemd; no-ops otherwise. */

@@ -19,6 +19,7 @@
 
 static int log_threshold = KGYM_LOG_INFO;
 static bool log_foreground = true;
+static void (*log_sink)(int, const char *, const char *);
 
 static const char *const log_names[] = {
 	[KGYM_LOG_ERROR] = "error",
@@ -40,6 +41,12 @@ log_init(int level, bool foreground)
 {
 	log_threshold = level;
 	log_foreground = foreground;
+}
+
+void
+log_set_sink(void (*sink)(int level, const char *tag, const char *msg))
+{
+	log_sink = sink;
 }
 
 void
@@ -84,6 +91,10 @@ log_emit(int level, const char *tag, const char *fmt, va_list ap)
 	if (level > KGYM_LOG_DEBUG)
 		level = KGYM_LOG_DEBUG;
 	vsnprintf(msg, sizeof msg, fmt, ap);
+	if (log_sink != NULL) {
+		log_sink(level, tag, msg);
+		return;
+	}
 	if (log_foreground) {
 		clock_gettime(CLOCK_REALTIME, &ts);
 		localtime_r(&ts.tv_sec, &tm);
@@ -103,6 +114,16 @@ log_emit(int level, const char *tag, const char *fmt, va_list ap)
 	log_emit((level), NULL, fmt, ap);		\
 	va_end(ap);					\
 } while (0)
+
+void
+log_tagged(int level, const char *tag, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_emit(level, tag, fmt, ap);
+	va_end(ap);
+}
 
 void
 log_debug(const char *fmt, ...)

@@ -209,6 +209,11 @@ kgymd_open_store(void)
 	if ((kgymd_store = store_open(path, kgymd_config->store_sync_full, &cause)) == NULL)
 		fatalx("task store: %s", cause != NULL ? cause : path);
 	free(path);
+	if (asprintf(&path, "%s/work", kgymd_config->state_dir) < 0)
+		fatalx("out of memory");
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		fatal("%s", path);
+	free(path);
 	if (store_recover(kgymd_store, kgymd_config->max_attempts, stats_wall_ms(),
 	    kgymd_restore_row, &restored, &failed) < 0)
 		fatalx("task store: recovery failed");
@@ -244,7 +249,7 @@ main(int argc, char **argv)
 	const char *path = KGYMD_DEFAULT_CONFIG;
 	bool foreground = false, check_only = false;
 	struct event *sig_term, *sig_int, *sig_hup;
-	char *cause = NULL;
+	char *cause = NULL, *abspath = NULL;
 	int ch;
 
 	while ((ch = getopt(argc, argv, "Ff:nVh")) != -1) {
@@ -273,6 +278,9 @@ main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* Workers re-read the file after we chdir("/"): keep it absolute. */
+	if (path[0] != '/' && (abspath = realpath(path, NULL)) != NULL)
+		path = abspath;
 	if (config_load(path, &kgymd_config, &cause) < 0) {
 		fprintf(stderr, "%s\n", cause != NULL ? cause : path);
 		return 1;
@@ -300,6 +308,7 @@ main(int argc, char **argv)
 	sched_init();
 	plugin_load_all(kgymd_config->plugin_dir, host_table());
 	kgymd_open_store();
+	pool_init();
 	kgymd_listen();
 
 	sig_term = evsignal_new(kgymd_base, SIGTERM, kgymd_signal, NULL);
@@ -320,6 +329,7 @@ main(int argc, char **argv)
 
 	log_info("stopped");
 	control_free_all();
+	pool_stop();
 	sched_free();
 	plugin_unload_all();
 	store_free(kgymd_store);
@@ -331,5 +341,6 @@ main(int argc, char **argv)
 	event_free(sig_hup);
 	event_base_free(kgymd_base);
 	config_free(kgymd_config);
+	free(abspath);
 	return 0;
 }

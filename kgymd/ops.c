@@ -363,11 +363,11 @@ ops_list(struct conn *conn, struct request *req, json_t *reply)
 static void
 ops_workers(struct conn *conn, struct request *req, json_t *reply)
 {
-	json_object_set_new(reply, "gpus", gpus_describe(kgymd_config));
+	json_t *pool = pool_describe();
+
+	json_object_update(reply, pool);
+	json_decref(pool);
 	json_object_set_new(reply, "workers_per_gpu", json_integer(kgymd_config->workers_per_gpu));
-	json_object_set_new(reply, "workers", json_array());
-	json_object_set_new(reply, "note", json_string(
-	    "this build runs workflows in the daemon; sandboxed GPU workers are not started yet"));
 	control_send(conn, reply);
 }
 

@@ -63,6 +63,8 @@
 	(PLUGIN_HAS(pl, field) ? (pl)->p->field : NULL)
 
 static struct plugin_list plugins = TAILQ_HEAD_INITIALIZER(plugins);
+/* Kinds this process loads (a bit per kind): workers load only backends. */
+static unsigned int plugin_kinds = ~0u;
 static struct plugin_refusal_list refusals = TAILQ_HEAD_INITIALIZER(refusals);
 
 static char *reasonf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -575,8 +577,18 @@ plugin_load(const char *path, const struct kgym_host *host, char **ret_cause)
 	pl->p = sym;
 
 	if ((rc = plugin_check_guard(pl, &reason)) < 0 ||
-	    (rc = plugin_check_identity(pl, &reason)) < 0 ||
-	    (rc = plugin_check_ops(pl, &reason)) < 0 ||
+	    (rc = plugin_check_identity(pl, &reason)) < 0)
+		goto free_plugin;
+	if (!(plugin_kinds & (1u << pl->p->kind))) {
+		/* Not for this process (a workflow in a worker): skip, not refuse. */
+		log_debug("plugin %s: %s plugin skipped here", path,
+		    plugin_kind_name(pl->p->kind));
+		plugin_free(pl);
+		dlclose(dl);
+		free(real);
+		return -ENOTSUP;
+	}
+	if ((rc = plugin_check_ops(pl, &reason)) < 0 ||
 	    (rc = plugin_check_unique(pl, &reason)) < 0 ||
 	    (rc = plugin_call_init(pl, host, &reason)) < 0)
 		goto free_plugin;
@@ -665,6 +677,18 @@ plugin_load_all(const char *dirs, const struct kgym_host *host)
 	TAILQ_FOREACH(r, &refusals, entry)
 		nrefused++;
 	log_info("plugins: %zu loaded, %zu refused", nloaded, nrefused);
+}
+
+void
+plugin_only_kinds(unsigned int mask)
+{
+	plugin_kinds = mask;
+}
+
+const char *const *
+plugin_syscalls(const struct plugin *pl)
+{
+	return PLUGIN_OP(pl, syscalls);
 }
 
 void

@@ -329,7 +329,12 @@ sched_start(struct task *task)
 		task_free(task);
 		return;
 	}
-	if (error < 0) {
+	if (error == -E2BIG) {
+		/* The task can never get what it needs (e.g. more GPU memory than any GPU). */
+		sched_fail(task, TASK_FAILED, "RESOURCE_ERROR", "%s",
+		    cause != NULL ? cause : "the task needs more than this daemon has");
+		free(cause);
+	} else if (error < 0) {
 		sched_fail(task, TASK_FAILED, "SYSTEM_ERROR", "workflow %s could not start: %s",
 		    task->wf->p->name, cause != NULL ? cause : strerror(-error));
 		free(cause);
@@ -447,6 +452,7 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 		TAILQ_REMOVE(&sched_queues[task->prio], task, entry);
 		sched_nqueued--;
 	}
+	pool_task_gone(task);	/* its job, if any, must not outlive it */
 	task->state = state;
 	if (task->plugin_timer != NULL)
 		evtimer_del(task->plugin_timer);
@@ -563,6 +569,7 @@ sched_requeue_running(void)
 		sched_nrunning--;
 		if (task->wf != NULL)
 			task->wf->p->cancel((struct kgym_task *)task);
+		pool_task_gone(task);
 		if (store_mark_queued(kgymd_store, task->id) < 0)
 			log_errorx("task %s: could not requeue in the store; a restart "
 			    "retries it", task->id);

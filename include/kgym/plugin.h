@@ -28,6 +28,9 @@
  *   1.0  (kgymd 0.1) first version: workflow ops (validate, start, cancel),
  *        backend ops (prepare, run), host table with log, alloc, config,
  *        task accessors, timers and task completion.
+ *   1.1  (kgymd 0.1) sandboxed jobs: host->job_run for workflows; host
+ *        ->gpu_lock and ->phase for backends inside a worker; the plugin
+ *        field `syscalls` (a backend's documented seccomp additions).
  */
 #ifndef KGYM_PLUGIN_H
 #define KGYM_PLUGIN_H
@@ -42,7 +45,7 @@ extern "C" {
 #endif
 
 #define KGYM_PLUGIN_ABI_MAJOR	1
-#define KGYM_PLUGIN_ABI_MINOR	0
+#define KGYM_PLUGIN_ABI_MINOR	1
 
 /* The one symbol a plugin exports. */
 #define KGYM_PLUGIN_SYMBOL	"kgym_plugin"
@@ -76,6 +79,38 @@ enum kgym_log_level {
 /* Opaque handles owned by the host. */
 struct kgym_task;		/* one accepted task, while it runs */
 struct kgym_plugin_handle;	/* the host's record of one loaded plugin */
+
+/* Where a job runs (ABI 1.1). */
+enum kgym_job_where {
+	KGYM_JOB_CPU = 1,	/* a CPU worker: no GPU device access (compiling) */
+	KGYM_JOB_GPU = 2,	/* a GPU slot worker, holding its GPU's lock shared */
+};
+
+/* What a workflow asks of a sandboxed job (ABI 1.1).  Borrowed by job_run. */
+struct kgym_job_spec {
+	uint32_t struct_size;		/* sizeof(struct kgym_job_spec) */
+	const char *backend;		/* a name some backend plugin serves */
+	enum kgym_job_where where;
+	const json_t *request;		/* handed to the backend's run() */
+	uint64_t gpu_memory_bytes;	/* device memory the job needs; 0: unknown */
+	const char *phase;		/* first phase: "compile", "correctness", ... */
+};
+
+/* How a job ended (ABI 1.1).  Valid during the done callback only. */
+struct kgym_job_outcome {
+	int ok;				/* 1: the backend returned `result` */
+	const json_t *result;		/* the backend's result object when ok */
+	const char *error_code;		/* when !ok: RUNTIME_ERROR, TIMEOUT_ERROR, ... */
+	const char *error_message;	/* when !ok: the obituary, naming the phase */
+	const char *phase;		/* the phase the job was in at the end */
+	const char *worker;		/* the worker's name, e.g. "gpu0.1" */
+};
+
+/* GPU lock modes a backend may ask for inside a job (ABI 1.1). */
+enum kgym_gpu_lock {
+	KGYM_GPU_SHARED = 1,	/* ordinary GPU work beside other jobs */
+	KGYM_GPU_EXCLUSIVE = 2,	/* timing: no other job touches the GPU */
+};
 
 /*
  * Host functions, handed to every plugin at init.  Versioned like the plugin
@@ -125,6 +160,32 @@ struct kgym_host {
 	 * handle is invalid.  0 or -errno.
 	 */
 	int (*task_finish)(struct kgym_task *task, json_t *result);
+
+	/* --- ABI 1.1 --- */
+
+	/*
+	 * Workflows: run a job in a sandboxed worker; `done` is called once on
+	 * the daemon's loop when it ends, however it ends (unless the task
+	 * ends first, e.g. cancelled: then the job is killed and `done` is not
+	 * called).  One job per task at a time.  0, or -errno with *ret_cause:
+	 * -ENOENT no backend of that name, -E2BIG the job can never fit a GPU
+	 * (its memory need exceeds every GPU's), -EBUSY a job already runs.
+	 */
+	int (*job_run)(struct kgym_task *task, const struct kgym_job_spec *spec,
+	    void (*done)(struct kgym_task *task, const struct kgym_job_outcome *outcome),
+	    char **ret_cause);
+
+	/*
+	 * Backends, inside a GPU worker: change this job's hold on the GPU
+	 * lock; blocks until granted.  Exclusive is for timing.  NULL in the
+	 * daemon.  0 or -errno.
+	 */
+	int (*gpu_lock)(enum kgym_gpu_lock mode);
+	/*
+	 * Backends, inside a worker: the job enters a new phase ("timing", ...);
+	 * the parent's deadline for that phase starts now.  NULL in the daemon.
+	 */
+	int (*phase)(const char *name);
 };
 
 /*
@@ -164,8 +225,9 @@ struct kgym_plugin {
 	int (*validate)(const json_t *payload, char **ret_cause);
 	/*
 	 * Begin running a task.  May finish it at once (host->task_finish) or
-	 * later from a timer or job completion.  0 or -errno (the host then
-	 * fails the task with SYSTEM_ERROR and the cause).
+	 * later from a timer or job completion.  0 or -errno: the host then
+	 * fails the task with the cause, as RESOURCE_ERROR for -E2BIG (it can
+	 * never get what it needs, e.g. from job_run) and SYSTEM_ERROR otherwise.
 	 */
 	int (*start)(struct kgym_task *task, char **ret_cause);
 	/*
@@ -187,6 +249,14 @@ struct kgym_plugin {
 	 * `request` and return its result object in *ret_result.
 	 */
 	int (*run)(const json_t *request, json_t **ret_result, char **ret_cause);
+
+	/* --- ABI 1.1 --- */
+
+	/*
+	 * Backends: system calls this backend needs beyond the sandbox's common
+	 * set, NULL-terminated names, each documented in the plugin.  NULL: none.
+	 */
+	const char *const *syscalls;
 };
 
 #ifdef __cplusplus

@@ -36,6 +36,10 @@ def kgymd_path():
     return os.path.join(builddir(), "kgymd/kgymd")
 
 
+def worker_path():
+    return os.path.join(builddir(), "kgymd/worker/kgymd-worker")
+
+
 def kgymctl_path():
     return os.path.join(builddir(), "kgymctl/kgymctl")
 
@@ -113,8 +117,9 @@ class Client:
 class Daemon:
     """A private kgymd.  Use as a context manager; `stop()` checks exit 0."""
 
-    def __init__(self, kgymd_conf="", extra_conf="", plugins=("selftest",), state=None,
-                 plugin_dirs=None, grace="0"):
+    def __init__(self, kgymd_conf="", extra_conf="", plugins=("selftest", "selftest_backend"),
+                 state=None, plugin_dirs=None, grace="0", workers_conf="", sandbox_conf="",
+                 gpus="none"):
         self.dir = state or tempfile.mkdtemp(prefix="kgym-")
         self.socket = os.path.join(self.dir, "kgymd.sock")
         self.state_dir = os.path.join(self.dir, "state")
@@ -133,8 +138,9 @@ class Daemon:
             # they are requeued at once instead of after the 30 s grace.
             grace_line = "shutdown_grace = %s\n" % grace if grace is not None else ""
             f.write("[kgymd]\nsocket = %s\nstate_dir = %s\nplugin_dir = %s\nlog_level = debug\n"
-                    "gpus = all\n%s%s\n%s\n" % (self.socket, self.state_dir, self.plugin_dir,
-                                                 grace_line, kgymd_conf, extra_conf))
+                    "gpus = %s\n%s%s\n[workers]\npath = %s\n%s\n[sandbox]\n%s\n%s\n"
+                    % (self.socket, self.state_dir, self.plugin_dir, gpus, grace_line, kgymd_conf,
+                       worker_path(), workers_conf, sandbox_conf, extra_conf))
         self.log_path = os.path.join(self.dir, "kgymd.log")
         self.proc = None
         self.client = None

@@ -15,7 +15,7 @@ N = 1000
 
 
 def test_kill9_midway():
-    d = k.Daemon(kgymd_conf="max_running_tasks = 50")
+    d = k.Daemon(kgymd_conf="max_running_tasks = 50", workers_conf="cpu_workers = 50")
     try:
         d.start()
         ids = ["dur-%04d" % i for i in range(N)]

@@ -13,10 +13,9 @@ def test_hello_health_plugins_stats_workers():
         r = d.request({"op": "health"})
         k.check(r["ok"] and r["status"] == "healthy", r)
         r = d.request({"op": "plugins"})
-        names = [p["name"] for p in r["plugins"]]
-        k.check(names == ["selftest"], r)
-        p = r["plugins"][0]
-        k.check(p["kind"] == "workflow" and p["serves"] == ["selftest"], p)
+        kinds = {p["name"]: (p["kind"], p["serves"]) for p in r["plugins"]}
+        k.check(kinds == {"selftest": ("workflow", ["selftest"]),
+                          "selftest_backend": ("backend", ["selftest"])}, r)
         r = d.request({"op": "stats"})
         k.check(r["ok"] and "tasks" in r and "latency_ms" in r and r["connections"] >= 1, r)
         r = d.request({"op": "workers"})

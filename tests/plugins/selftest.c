@@ -1,15 +1,21 @@
 /*
  * selftest.c -- the test-only workflow plugin `selftest` (never installed).
  *
- * It exercises the workflow half of the plugin ABI without any GPU: a task
- * with payload {"action":"ok","delay_ms":N} completes N ms after it starts
- * with a small result; "incorrect" completes with correctness false and
- * "fail" fails, so clients can test every verdict.  The actions that need a
- * sandboxed job (crash, hang, network, ...) arrive with the worker issue.
+ * It exercises the workflow half of the plugin ABI without any GPU.  Every
+ * task becomes one sandboxed job of the test backend `selftest`
+ * (selftest_backend.c), on a CPU worker or, with "device":"gpu", on a GPU
+ * slot; the job's outcome becomes the task's result.  Payload:
+ *   {"action": A, "delay_ms": N, "device": "cpu"|"gpu", "phase": P,
+ *    "gpu_memory_bytes": B, ...action arguments}
+ * where A is ok, incorrect or fail (the three verdicts) or one of the
+ * hostile actions the worker tests use (crash, hang, network, exec, ...).
+ * "in_daemon": true runs ok/incorrect/fail on a timer in the daemon
+ * itself, with no worker, for tests of the control plane alone.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include <kgym/plugin.h>
@@ -17,7 +23,11 @@
 static const struct kgym_host *host;
 static const struct kgym_plugin_handle *self;
 
-static const char *const selftest_actions[] = { "ok", "incorrect", "fail", NULL };
+static const char *const selftest_actions[] = {
+	"ok", "incorrect", "fail", "sleep", "crash", "hang", "network", "unix_socket", "exec",
+	"ptrace", "read_secret", "fork_bomb", "oom", "huge_output", "garbage_output",
+	"gpu_shared", "gpu_exclusive", "gpu_probe", NULL
+};
 
 static int
 selftest_init(const struct kgym_host *h, const struct kgym_plugin_handle *s, char **ret_cause)
@@ -47,17 +57,35 @@ selftest_validate(const json_t *payload, char **ret_cause)
 {
 	const json_t *action = json_object_get(payload, "action");
 	const json_t *delay = json_object_get(payload, "delay_ms");
+	const json_t *device, *in_daemon;
 	int i;
 
 	if (!json_is_string(action)) {
-		*ret_cause = selftest_strdup("'action': expected a string (ok, incorrect, fail)");
+		*ret_cause = selftest_strdup("'action': expected a string (ok, incorrect, fail, ...)");
 		return -EINVAL;
 	}
 	for (i = 0; selftest_actions[i] != NULL; i++)
 		if (strcmp(json_string_value(action), selftest_actions[i]) == 0)
 			break;
 	if (selftest_actions[i] == NULL) {
-		*ret_cause = selftest_strdup("'action': expected ok, incorrect or fail");
+		*ret_cause = selftest_strdup("'action': expected ok, incorrect, fail or a "
+		    "worker test action (crash, hang, network, exec, ...)");
+		return -EINVAL;
+	}
+	device = json_object_get(payload, "device");
+	if (device != NULL && (!json_is_string(device) ||
+	    (strcmp(json_string_value(device), "cpu") != 0 &&
+	    strcmp(json_string_value(device), "gpu") != 0))) {
+		*ret_cause = selftest_strdup("'device': expected \"cpu\" or \"gpu\"");
+		return -EINVAL;
+	}
+	in_daemon = json_object_get(payload, "in_daemon");
+	if (in_daemon != NULL && !json_is_boolean(in_daemon)) {
+		*ret_cause = selftest_strdup("'in_daemon': expected a boolean");
+		return -EINVAL;
+	}
+	if (json_is_true(in_daemon) && i > 2) {
+		*ret_cause = selftest_strdup("'in_daemon': only ok, incorrect and fail run in the daemon");
 		return -EINVAL;
 	}
 	if (delay != NULL && (!json_is_integer(delay) || json_integer_value(delay) < 0 ||
@@ -89,17 +117,52 @@ selftest_done(struct kgym_task *task)
 	host->task_finish(task, result);
 }
 
+/* The job's end is the task's end; an obituary becomes a failed result. */
+static void
+selftest_job_done(struct kgym_task *task, const struct kgym_job_outcome *o)
+{
+	json_t *result;
+
+	if (o->ok)
+		result = json_deep_copy(o->result);
+	else
+		result = json_pack("{s:s, s:b, s:b, s:s, s:s, s:{s:s?}}", "status", "failed",
+		    "compiled", 0, "correctness", 0, "error_code", o->error_code,
+		    "error_message", o->error_message, "metadata", "phase", o->phase);
+	if (!json_is_object(json_object_get(result, "metadata")))
+		json_object_set_new(result, "metadata", json_object());
+	json_object_set_new(json_object_get(result, "metadata"), "worker",
+	    json_string(o->worker != NULL ? o->worker : "?"));
+	host->task_finish(task, result);
+}
+
 static int
 selftest_start(struct kgym_task *task, char **ret_cause)
 {
-	json_int_t delay = json_integer_value(json_object_get(host->task_payload(task),
-	    "delay_ms"));
+	const json_t *payload = host->task_payload(task);
+	json_int_t delay = json_integer_value(json_object_get(payload, "delay_ms"));
+	const char *device = json_string_value(json_object_get(payload, "device"));
+	const char *phase = json_string_value(json_object_get(payload, "phase"));
+	struct kgym_job_spec spec = { .struct_size = sizeof spec };
 
-	if (delay <= 0) {
-		selftest_done(task);
-		return 0;
+	if (json_is_true(json_object_get(payload, "in_daemon"))) {
+		if (delay <= 0) {
+			selftest_done(task);
+			return 0;
+		}
+		return host->task_timer(task, (unsigned int)delay, selftest_done);
 	}
-	return host->task_timer(task, (unsigned int)delay, selftest_done);
+	if (host->struct_size < offsetof(struct kgym_host, job_run) + sizeof host->job_run) {
+		*ret_cause = selftest_strdup("this kgymd has no sandboxed jobs (plugin ABI < 1.1)");
+		return -ENOTSUP;
+	}
+	spec.backend = "selftest";
+	spec.where = device != NULL && strcmp(device, "gpu") == 0 ? KGYM_JOB_GPU : KGYM_JOB_CPU;
+	spec.request = payload;
+	spec.phase = phase != NULL ? phase : "correctness";
+	spec.gpu_memory_bytes = (uint64_t)json_integer_value(json_object_get(payload,
+	    "gpu_memory_bytes"));
+	return host->job_run(task, &spec, selftest_job_done, ret_cause);
 }
 
 static void

@@ -494,11 +494,11 @@ test_structure_errors(void **state)
 	expect_error("[sandbox]\ngpus = all\n",
 	    ":2: unknown key \"gpus\" in [sandbox]");
 	expect_error("[kgymd]\n[sandboxes]\nenabled = yes\n",
-	    ":2: unknown section [sandboxes] (expected [kgymd], [sandbox] or "
+	    ":2: unknown section [sandboxes] (expected [kgymd], [workers], [sandbox] or "
 	    "[plugin.NAME])");
 	/* inih reports no keyless section; kgymd still refuses the name. */
 	expect_error("[kgymd]\n[Kgymd]\n[sandbox]\n",
-	    ":2: unknown section [Kgymd] (expected [kgymd], [sandbox] or "
+	    ":2: unknown section [Kgymd] (expected [kgymd], [workers], [sandbox] or "
 	    "[plugin.NAME])");
 	expect_error("[plugin.Nv-rtc]\n",
 	    ":1: bad section name [plugin.Nv-rtc]: a plugin name is 1 to 63 "
@@ -1014,6 +1014,7 @@ test_key_table(void **state)
 	(void)state;
 	for (n = 0; config_key_info(n, &a) == 0; n++) {
 		assert_true(strcmp(a.section, "kgymd") == 0 ||
+		    strcmp(a.section, "workers") == 0 ||
 		    strcmp(a.section, "sandbox") == 0);
 		assert_non_null(a.default_value);
 		assert_true(strlen(a.doc) > 0);

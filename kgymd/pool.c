@@ -1,0 +1,525 @@
+/*
+ * pool.c -- workers, jobs, and the per-GPU locks that keep timing exact.
+ *
+ * The pool owns the worker slots (gpus x workers_per_gpu GPU slots and
+ * cpu_workers CPU slots) and the jobs that workflows ask for through
+ * host->job_run.  Jobs wait in two FIFO queues (CPU, GPU) until a slot's
+ * worker is idle and, for GPU jobs, the GPU admits them:
+ *
+ *   - memory: a job's gpu_memory_bytes must fit beside what the jobs
+ *     already on that GPU declared; a job larger than every GPU fails at
+ *     once with RESOURCE_ERROR instead of waiting forever;
+ *   - the lock: every GPU has a readers-writer lock held here, in the
+ *     parent.  A running GPU job holds it shared; a backend that starts
+ *     timing asks (IPC LOCK) for it exclusive, giving up its shared hold
+ *     first, so two timers can never deadlock.  The lock prefers writers:
+ *     while one waits, no new job is admitted and no shared hold granted,
+ *     so a stream of ordinary jobs cannot starve timing.
+ *
+ * proc.c runs the worker processes; it calls back here when a worker is
+ * ready, asks for a lock, finishes a job or dies.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "kgymd.h"
+
+struct job {
+	uint64_t id;
+	struct task *task;		/* NULL once the task has gone */
+	char *backend;
+	enum kgym_job_where where;
+	json_t *request;
+	uint64_t gpu_memory_bytes;
+	char *phase;
+	void (*done)(struct kgym_task *, const struct kgym_job_outcome *);
+	struct worker *worker;		/* while running */
+	TAILQ_ENTRY(job) entry;		/* in a queue */
+};
+TAILQ_HEAD(job_queue, job);
+
+static struct gpu_slotset *pool_gpus;
+static size_t pool_ngpus;
+static struct worker **pool_cpu;
+static size_t pool_ncpu;
+static struct job_queue pool_cpu_queue = TAILQ_HEAD_INITIALIZER(pool_cpu_queue);
+static struct job_queue pool_gpu_queue = TAILQ_HEAD_INITIALIZER(pool_gpu_queue);
+static uint64_t pool_job_serial;
+static bool pool_stopping;
+
+/* ------------------------------------------------------------ set-up */
+
+void
+pool_init(void)
+{
+	struct gpu_info *info = NULL;
+	size_t i, ninfo = 0;
+	int s;
+
+	gpus_enumerate(kgymd_config, &info, &ninfo);
+	pool_ngpus = ninfo;
+	if (ninfo > 0 && (pool_gpus = calloc(ninfo, sizeof *pool_gpus)) == NULL)
+		fatalx("out of memory");
+	for (i = 0; i < ninfo; i++) {
+		struct gpu_slotset *g = &pool_gpus[i];
+
+		g->index = info[i].index;
+		g->name = info[i].name;		/* takes ownership */
+		g->present = info[i].present;
+		g->memory_bytes = (uint64_t)kgymd_config->gpu_memory_bytes;
+		if (!g->present)
+			log_warnx("gpu %d is configured but the NVIDIA driver does not show "
+			    "it; its workers run only jobs that need no CUDA", g->index);
+		TAILQ_INIT(&g->lock_waiters);
+		g->nslots = (size_t)kgymd_config->workers_per_gpu;
+		if ((g->slots = calloc(g->nslots, sizeof *g->slots)) == NULL)
+			fatalx("out of memory");
+		for (s = 0; s < (int)g->nslots; s++)
+			g->slots[s] = proc_new(g->index, s, g);
+	}
+	free(info);
+	pool_ncpu = (size_t)kgymd_config->cpu_workers;
+	if (pool_ncpu > 0 && (pool_cpu = calloc(pool_ncpu, sizeof *pool_cpu)) == NULL)
+		fatalx("out of memory");
+	for (i = 0; i < pool_ncpu; i++)
+		pool_cpu[i] = proc_new(-1, (int)i, NULL);
+	log_info("workers: %zu GPU(s) x %d slot(s), %zu CPU worker(s)", pool_ngpus,
+	    kgymd_config->workers_per_gpu, pool_ncpu);
+}
+
+static void
+job_free(struct job *job)
+{
+	if (job == NULL)
+		return;
+	free(job->backend);
+	free(job->phase);
+	json_decref(job->request);
+	free(job);
+}
+
+/* ------------------------------------------------------------ the GPU lock */
+
+static const char *
+pool_lock_state(const struct gpu_slotset *g)
+{
+	if (g->writer != NULL)
+		return "exclusive";
+	if (g->readers > 0)
+		return "shared";
+	return "free";
+}
+
+static bool
+pool_writer_waiting(const struct gpu_slotset *g)
+{
+	const struct worker *w;
+
+	TAILQ_FOREACH(w, &g->lock_waiters, lock_entry)
+		if (w->lock_wanted == KGYM_GPU_EXCLUSIVE)
+			return true;
+	return false;
+}
+
+/* Grant what the lock allows now: a writer alone, else every waiting reader. */
+static void
+pool_lock_grant(struct gpu_slotset *g)
+{
+	struct worker *w, *next;
+
+	if (g->writer != NULL)
+		return;
+	w = TAILQ_FIRST(&g->lock_waiters);
+	if (w != NULL && w->lock_wanted == KGYM_GPU_EXCLUSIVE) {
+		if (g->readers > 0)
+			return;
+		TAILQ_REMOVE(&g->lock_waiters, w, lock_entry);
+		g->writer = w;
+		w->lock_held = KGYM_GPU_EXCLUSIVE;
+		w->lock_wanted = 0;
+		proc_lock_granted(w);
+		return;
+	}
+	/* Readers pass only while no writer waits (writer preference). */
+	if (pool_writer_waiting(g))
+		return;
+	for (w = TAILQ_FIRST(&g->lock_waiters); w != NULL; w = next) {
+		next = TAILQ_NEXT(w, lock_entry);
+		TAILQ_REMOVE(&g->lock_waiters, w, lock_entry);
+		g->readers++;
+		w->lock_held = KGYM_GPU_SHARED;
+		w->lock_wanted = 0;
+		proc_lock_granted(w);
+	}
+}
+
+/* Drop whatever `w` holds or waits for on its GPU. */
+static void
+pool_lock_release(struct worker *w)
+{
+	struct gpu_slotset *g = w->gpuset;
+
+	if (g == NULL)
+		return;
+	if (w->lock_held == KGYM_GPU_EXCLUSIVE && g->writer == w)
+		g->writer = NULL;
+	else if (w->lock_held == KGYM_GPU_SHARED && g->readers > 0)
+		g->readers--;
+	w->lock_held = 0;
+	if (w->lock_wanted != 0) {
+		TAILQ_REMOVE(&g->lock_waiters, w, lock_entry);
+		w->lock_wanted = 0;
+	}
+}
+
+void
+pool_lock_request(struct worker *w, enum kgym_gpu_lock mode)
+{
+	struct gpu_slotset *g = w->gpuset;
+
+	/* Give up the current hold first: upgrading in place could deadlock. */
+	pool_lock_release(w);
+	w->lock_wanted = mode;
+	TAILQ_INSERT_TAIL(&g->lock_waiters, w, lock_entry);
+	pool_lock_grant(g);
+	pool_kick();
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static bool
+pool_gpu_admits(const struct gpu_slotset *g, const struct job *job)
+{
+	if (g->writer != NULL || pool_writer_waiting(g))
+		return false;
+	if (g->memory_bytes > 0 && job->gpu_memory_bytes > 0 &&
+	    g->memory_reserved + job->gpu_memory_bytes > g->memory_bytes)
+		return false;
+	return true;
+}
+
+static struct worker *
+pool_idle_slot(struct worker **slots, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (slots[i] != NULL && slots[i]->state == W_IDLE)
+			return slots[i];
+	return NULL;
+}
+
+static void
+pool_start_job(struct worker *w, struct job *job)
+{
+	struct gpu_slotset *g = w->gpuset;
+
+	job->worker = w;
+	w->job = job;
+	if (g != NULL) {
+		g->readers++;
+		w->lock_held = KGYM_GPU_SHARED;
+		g->memory_reserved += job->gpu_memory_bytes;
+	}
+	proc_send_job(w, job->id, job->backend, job->phase, job->request);
+}
+
+void
+pool_kick(void)
+{
+	struct job *job, *next;
+	struct worker *w;
+	size_t i;
+
+	if (pool_stopping)
+		return;
+	while ((job = TAILQ_FIRST(&pool_cpu_queue)) != NULL &&
+	    (w = pool_idle_slot(pool_cpu, pool_ncpu)) != NULL) {
+		TAILQ_REMOVE(&pool_cpu_queue, job, entry);
+		pool_start_job(w, job);
+	}
+	/*
+	 * GPU jobs in order; a job that does not fit now waits at the head so
+	 * large jobs are not starved by small ones passing them.
+	 */
+	for (job = TAILQ_FIRST(&pool_gpu_queue); job != NULL; job = next) {
+		next = TAILQ_NEXT(job, entry);
+		w = NULL;
+		for (i = 0; i < pool_ngpus && w == NULL; i++)
+			if (pool_gpu_admits(&pool_gpus[i], job))
+				w = pool_idle_slot(pool_gpus[i].slots, pool_gpus[i].nslots);
+		if (w == NULL)
+			break;
+		TAILQ_REMOVE(&pool_gpu_queue, job, entry);
+		pool_start_job(w, job);
+	}
+}
+
+int
+pool_job_run(struct task *task, const struct kgym_job_spec *spec,
+    void (*done)(struct kgym_task *, const struct kgym_job_outcome *), char **ret_cause)
+{
+	uint64_t largest = 0;
+	struct job *job;
+	size_t i;
+
+	if (spec == NULL || spec->struct_size < sizeof *spec || spec->backend == NULL ||
+	    done == NULL || (spec->where != KGYM_JOB_CPU && spec->where != KGYM_JOB_GPU)) {
+		*ret_cause = strdup("malformed job spec");
+		return -EINVAL;
+	}
+	if (task->job != NULL) {
+		*ret_cause = strdup("the task already has a job running");
+		return -EBUSY;
+	}
+	if (plugin_find_backend(spec->backend) == NULL) {
+		if (asprintf(ret_cause, "no backend plugin serves '%s'", spec->backend) < 0)
+			*ret_cause = NULL;
+		return -ENOENT;
+	}
+	if (spec->where == KGYM_JOB_CPU && pool_ncpu == 0) {
+		*ret_cause = strdup("no CPU workers are configured (cpu_workers = 0)");
+		return -E2BIG;
+	}
+	if (spec->where == KGYM_JOB_GPU) {
+		if (pool_ngpus == 0) {
+			*ret_cause = strdup("this daemon has no GPU slots (gpus found none)");
+			return -E2BIG;
+		}
+		for (i = 0; i < pool_ngpus; i++) {
+			if (pool_gpus[i].memory_bytes == 0)
+				largest = UINT64_MAX;	/* not known yet: let it wait */
+			else if (pool_gpus[i].memory_bytes > largest)
+				largest = pool_gpus[i].memory_bytes;
+		}
+		if (spec->gpu_memory_bytes > largest) {
+			if (asprintf(ret_cause, "the job needs %llu bytes of GPU memory; the "
+			    "largest GPU has %llu", (unsigned long long)spec->gpu_memory_bytes,
+			    (unsigned long long)largest) < 0)
+				*ret_cause = NULL;
+			return -E2BIG;
+		}
+	}
+	if ((job = calloc(1, sizeof *job)) == NULL)
+		return -ENOMEM;
+	job->id = ++pool_job_serial;
+	job->task = task;
+	job->backend = strdup(spec->backend);
+	job->where = spec->where;
+	job->request = spec->request != NULL ? json_deep_copy(spec->request) : json_object();
+	job->gpu_memory_bytes = spec->gpu_memory_bytes;
+	job->phase = strdup(spec->phase != NULL ? spec->phase : "run");
+	job->done = done;
+	if (job->backend == NULL || job->request == NULL || job->phase == NULL) {
+		job_free(job);
+		return -ENOMEM;
+	}
+	task->job = job;
+	TAILQ_INSERT_TAIL(spec->where == KGYM_JOB_CPU ? &pool_cpu_queue : &pool_gpu_queue,
+	    job, entry);
+	pool_kick();
+	return 0;
+}
+
+/* The job's worker is done with it: free its slot's lock and memory. */
+static void
+pool_job_detach(struct worker *w)
+{
+	struct job *job = w->job;
+
+	pool_lock_release(w);
+	if (w->gpuset != NULL && job != NULL) {
+		w->gpuset->memory_reserved -= job->gpu_memory_bytes;
+		pool_lock_grant(w->gpuset);
+	}
+	w->job = NULL;
+}
+
+void
+pool_job_end(struct worker *w, const struct kgym_job_outcome *outcome)
+{
+	struct job *job = w->job;
+	struct task *task;
+
+	pool_job_detach(w);
+	if (job == NULL)
+		return;
+	task = job->task;
+	if (task != NULL) {
+		task->job = NULL;
+		job->done((struct kgym_task *)task, outcome);
+	}
+	job_free(job);
+	pool_kick();
+}
+
+void
+pool_task_gone(struct task *task)
+{
+	struct job *job = task->job;
+
+	if (job == NULL)
+		return;
+	task->job = NULL;
+	job->task = NULL;
+	if (job->worker == NULL) {
+		TAILQ_REMOVE(job->where == KGYM_JOB_CPU ? &pool_cpu_queue : &pool_gpu_queue,
+		    job, entry);
+		job_free(job);
+		return;
+	}
+	/* Running: the job's code must stop now; its worker is replaced. */
+	proc_kill(job->worker, "its task ended (cancelled or timed out)");
+}
+
+const char *
+pool_job_phase(const struct worker *w)
+{
+	return w->job != NULL ? w->job->phase : NULL;
+}
+
+void
+pool_job_set_phase(struct worker *w, const char *phase)
+{
+	char *p;
+
+	if (w->job == NULL || (p = strdup(phase)) == NULL)
+		return;
+	free(w->job->phase);
+	w->job->phase = p;
+}
+
+const char *
+pool_job_task_id(const struct worker *w)
+{
+	return w->job != NULL && w->job->task != NULL ? w->job->task->id : NULL;
+}
+
+uint64_t
+pool_job_id(const struct worker *w)
+{
+	return w->job != NULL ? w->job->id : 0;
+}
+
+/* ------------------------------------------------------------ workers' news */
+
+void
+pool_worker_ready(struct worker *w, const json_t *hello)
+{
+	const json_t *gpu = json_object_get(hello, "gpu");
+	struct gpu_slotset *g = w->gpuset;
+	json_int_t mem;
+	const char *name;
+
+	/* The worker measured its GPU; the daemon itself never opens CUDA. */
+	if (g != NULL && json_is_object(gpu)) {
+		mem = json_integer_value(json_object_get(gpu, "memory_bytes"));
+		name = json_string_value(json_object_get(gpu, "name"));
+		/* gpu_memory caps what admission hands out, e.g. to keep headroom. */
+		if (mem > 0 && (g->memory_bytes == 0 || (uint64_t)mem < g->memory_bytes))
+			g->memory_bytes = (uint64_t)mem;
+		if (name != NULL && (g->name == NULL || strcmp(g->name, name) != 0)) {
+			free(g->name);
+			g->name = strdup(name);
+		}
+	}
+	pool_kick();
+}
+
+static size_t
+pool_queue_len(const struct job_queue *q)
+{
+	const struct job *job;
+	size_t n = 0;
+
+	TAILQ_FOREACH(job, q, entry)
+		n++;
+	return n;
+}
+
+/* ------------------------------------------------------------ shutdown, status */
+
+void
+pool_stop(void)
+{
+	struct job *job;
+	size_t i, s;
+
+	pool_stopping = true;
+	while ((job = TAILQ_FIRST(&pool_cpu_queue)) != NULL) {
+		TAILQ_REMOVE(&pool_cpu_queue, job, entry);
+		if (job->task != NULL)
+			job->task->job = NULL;
+		job_free(job);
+	}
+	while ((job = TAILQ_FIRST(&pool_gpu_queue)) != NULL) {
+		TAILQ_REMOVE(&pool_gpu_queue, job, entry);
+		if (job->task != NULL)
+			job->task->job = NULL;
+		job_free(job);
+	}
+	for (i = 0; i < pool_ncpu; i++)
+		proc_free(pool_cpu[i]);
+	for (i = 0; i < pool_ngpus; i++) {
+		for (s = 0; s < pool_gpus[i].nslots; s++)
+			proc_free(pool_gpus[i].slots[s]);
+		free(pool_gpus[i].slots);
+		free(pool_gpus[i].name);
+	}
+	free(pool_cpu);
+	free(pool_gpus);
+	pool_cpu = NULL;
+	pool_gpus = NULL;
+	pool_ncpu = pool_ngpus = 0;
+}
+
+bool
+pool_is_stopping(void)
+{
+	return pool_stopping;
+}
+
+static json_t *
+pool_describe_slots(struct worker **slots, size_t n)
+{
+	json_t *list = json_array();
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		json_array_append_new(list, proc_describe(slots[i]));
+	return list;
+}
+
+json_t *
+pool_describe(void)
+{
+	json_t *gpus = json_array(), *waiting;
+	const struct worker *w;
+	size_t i;
+
+	for (i = 0; i < pool_ngpus; i++) {
+		struct gpu_slotset *g = &pool_gpus[i];
+
+		waiting = json_array();
+		TAILQ_FOREACH(w, &g->lock_waiters, lock_entry)
+			json_array_append_new(waiting, json_pack("{s:s, s:s}", "worker", w->name,
+			    "mode", w->lock_wanted == KGYM_GPU_EXCLUSIVE ? "exclusive" : "shared"));
+		json_array_append_new(gpus, json_pack("{s:i, s:s?, s:b, s:o, s:I, s:s, s:i, s:o, s:o}",
+		    "index", g->index, "name", g->name, "present", g->present,
+		    "memory_bytes", g->memory_bytes > 0 ? json_integer((json_int_t)g->memory_bytes) :
+		    json_null(), "memory_reserved_bytes", (json_int_t)g->memory_reserved,
+		    "lock", pool_lock_state(g), "lock_readers", g->readers,
+		    "lock_waiting", waiting,
+		    "workers", pool_describe_slots(g->slots, g->nslots)));
+	}
+	return json_pack("{s:o, s:o, s:i, s:i}", "gpus", gpus,
+	    "cpu_workers", pool_describe_slots(pool_cpu, pool_ncpu),
+	    "queued_cpu_jobs", (int)pool_queue_len(&pool_cpu_queue),
+	    "queued_gpu_jobs", (int)pool_queue_len(&pool_gpu_queue));
+}

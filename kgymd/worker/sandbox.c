@@ -1,0 +1,932 @@
+/*
+ * sandbox.c -- the worker's sandbox: rlimits, Landlock and a seccomp filter.
+ *
+ * A kgymd-worker runs untrusted candidate code in its own address space, so
+ * the process itself is the thing to confine (DESIGN.md §7).  The worker
+ * first does what needs the whole system -- loading its backends, CUDA
+ * initialisation, which opens device nodes, starts driver threads and talks
+ * to the MPS socket -- and only then calls sandbox_enter(), which puts three
+ * layers in place, each meant to hold if another is missing:
+ *
+ *  1. rlimits: no core files, bounded descriptors, processes, file size, CPU
+ *     time and memory; the process becomes non-dumpable.
+ *  2. Landlock: the file system shrinks to the private work directory (read-
+ *     write), the system's library directories and a few files of /etc
+ *     (read-only), /proc, /sys, a handful of /dev nodes and, for a GPU
+ *     worker, the NVIDIA device nodes.  Where the ABI has them, TCP bind and
+ *     connect, abstract Unix sockets and signals out of the domain are denied
+ *     too.  A kernel without Landlock is reported, and the caller decides.
+ *  3. seccomp (libseccomp): an allowlist installed last, on every thread
+ *     (TSYNC: the CUDA driver's threads exist by then), whose default is to
+ *     kill the whole process, so the parent sees SIGSYS and can say
+ *     "sandbox violation".
+ *
+ * Like OpenSSH's privsep child, the filter is an allowlist installed late,
+ * after everything that needs more has been done; unlike it, a filter that
+ * cannot be installed is an error the worker may not ignore (fail closed).
+ *
+ * The allowlists are tables of names, resolved at install time, so that
+ * adding a call is a one-line change and the worker can print what it runs
+ * under.  A name unknown on this architecture is skipped.  The few calls that
+ * are allowed only with certain arguments, or that fail with an errno rather
+ * than kill, are described once, in sandbox_specials[].
+ */
+#include "config.h"
+
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include <linux/landlock.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <seccomp.h>
+
+#include "kgymd.h"
+#include "sandbox.h"
+
+#define nitems(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---------------------------------------------------------- the tables */
+
+/*
+ * What a C program running jobs needs.  No call here creates a process, a
+ * socket or a mapping of another process; paths are Landlock's business, not
+ * the filter's (seccomp cannot read the strings behind pointers).
+ */
+static const char *const sandbox_common[] = {
+	/* I/O on descriptors the worker has or opens under Landlock */
+	"read", "write", "readv", "writev", "pread64", "pwrite64", "lseek",
+	"close", "close_range", "dup", "dup2", "dup3", "fcntl", "pipe", "pipe2",
+	"fstat", "newfstatat", "statx", "stat", "lstat", "fstatfs", "statfs",
+	"access", "faccessat", "faccessat2",
+	"open", "openat", "getdents64", "readlink", "readlinkat", "getcwd",
+	"mkdir", "mkdirat", "rmdir", "unlink", "unlinkat",
+	"rename", "renameat", "renameat2",
+	"ftruncate", "fsync", "fdatasync", "fadvise64",
+	"poll", "ppoll", "select", "pselect6",
+	"epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
+	"eventfd2",
+	/* the socketpair to the parent: socket() itself is not here */
+	"sendto", "recvfrom", "sendmsg", "recvmsg",
+	/* memory */
+	"mmap", "munmap", "mprotect", "madvise", "brk", "mremap", "msync",
+	/* threads (clone is restricted to threads), signals to ourselves */
+	"clone", "futex", "set_robust_list", "set_tid_address", "rseq",
+	"sched_yield", "sched_getaffinity", "gettid",
+	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending",
+	"rt_sigtimedwait", "sigaltstack", "restart_syscall", "kill", "tgkill",
+	"exit", "exit_group",
+	/* who and when we are */
+	"getpid", "getppid", "getuid", "geteuid", "getgid", "getegid",
+	"getresuid", "getresgid", "getgroups",
+	"clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep",
+	"gettimeofday", "time",
+	"getrandom", "uname", "sysinfo", "getrusage", "times",
+	"getrlimit", "prlimit64", "prctl",
+	NULL,
+};
+
+/*
+ * What the CUDA driver and runtime call beyond the common set once they are
+ * initialised.  A first list, to be refined with strace on a GPU machine:
+ * one name per entry, so adding one is a one-line change.
+ *
+ * Deliberately absent:
+ *  - socket and connect.  The driver connects to the MPS control socket
+ *    during cuInit, before the filter (DESIGN §2, measured).  Later, an
+ *    AF_UNIX socket could connect by path to kgymd's own control socket or
+ *    the journal: seccomp cannot read the path, and Landlock up to ABI 7
+ *    does not mediate connecting to a named socket.  Should strace show the
+ *    driver needs them after all, "socket" here is AF_UNIX-only (see
+ *    sandbox_specials[]).
+ *  - SysV shared memory (shmget/shmat: the IPC namespace is the host's,
+ *    root passes its permission checks, Landlock does not cover it).
+ *  - inotify.
+ */
+static const char *const sandbox_gpu[] = {
+	"ioctl",			/* the driver speaks ioctl to /dev/nvidia* */
+	"getsockopt",			/* on the MPS socket opened at init */
+	"setsockopt",
+	"mlock",
+	"munlock",
+	"sched_setaffinity",
+	"get_mempolicy",
+	"set_mempolicy",
+	"mbind",
+	"memfd_create",
+	"fallocate",
+	"timerfd_create",
+	"timerfd_settime",
+	"timerfd_gettime",
+	NULL,
+};
+
+/*
+ * Calls that no backend may add through extra_syscalls: each would undo a
+ * layer (new processes or programs, new sockets, other processes' memory,
+ * signals or limits beyond our own, namespaces, mounts, the kernel's own
+ * administration, identity changes, and mode or owner changes, which Landlock
+ * does not mediate).  A few appear in the tables above with an argument
+ * condition; a backend cannot lift the condition.
+ */
+static const char *const sandbox_never[] = {
+	"execve", "execveat", "fork", "vfork", "clone", "clone3",
+	"ptrace", "process_vm_readv", "process_vm_writev", "process_madvise",
+	"pidfd_open", "pidfd_getfd", "pidfd_send_signal", "kcmp",
+	"socket", "kill", "tkill", "tgkill", "rt_sigqueueinfo",
+	"rt_tgsigqueueinfo", "prctl", "prlimit64", "setrlimit",
+	"mount", "umount2", "mount_setattr", "move_mount", "open_tree",
+	"fsopen", "fsconfig", "fsmount", "fspick", "pivot_root", "chroot",
+	"unshare", "setns", "bpf", "perf_event_open", "userfaultfd",
+	"keyctl", "add_key", "request_key",
+	"init_module", "finit_module", "delete_module", "kexec_load",
+	"kexec_file_load", "reboot", "swapon", "swapoff", "syslog", "acct",
+	"quotactl", "iopl", "ioperm", "settimeofday", "clock_settime",
+	"clock_adjtime", "adjtimex", "sethostname", "setdomainname",
+	"setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid",
+	"setfsuid", "setfsgid", "setgroups", "capset", "personality",
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	"open_by_handle_at", "name_to_handle_at",
+	"chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat",
+	"mknod", "mknodat",
+	NULL,
+};
+
+enum sandbox_cond {
+	SB_COND_NONE,
+	SB_COND_THREAD,			/* clone: CLONE_THREAD, no namespace */
+	SB_COND_SELF,			/* arg 0 is our own pid */
+	SB_COND_GET_ONLY,		/* prlimit64: new_limit (arg 2) NULL */
+	SB_COND_AF_UNIX,		/* socket: domain AF_UNIX */
+	SB_COND_PRCTL_NAME,		/* prctl: PR_SET_NAME, PR_GET_NAME */
+};
+
+struct sandbox_special {
+	const char *name;
+	enum sandbox_cond cond;		/* when the name is allowed */
+	int err;			/* when not allowed: fail with this, not kill */
+	const char *note;
+};
+
+static const struct sandbox_special sandbox_specials[] = {
+	{ "clone", SB_COND_THREAD, 0,
+	    "threads only: CLONE_THREAD set and no CLONE_NEW* flag" },
+	{ "clone3", SB_COND_NONE, ENOSYS,
+	    "fails with ENOSYS: its flags sit behind a pointer seccomp cannot "
+	    "read; glibc then falls back to clone" },
+	{ "kill", SB_COND_SELF, 0, "to this process only" },
+	{ "tgkill", SB_COND_SELF, 0, "to this process's threads only" },
+	{ "prlimit64", SB_COND_GET_ONLY, 0, "reading only (new_limit NULL)" },
+	{ "prctl", SB_COND_PRCTL_NAME, 0, "PR_SET_NAME and PR_GET_NAME only" },
+	{ "socket", SB_COND_AF_UNIX, 0, "AF_UNIX only, where a list has it" },
+	{ "ioctl", SB_COND_NONE, ENOTTY,
+	    "where not allowed (CPU workers) fails with ENOTTY, which isatty() "
+	    "expects" },
+};
+
+/* Namespace flags a thread must not ask for (CLONE_NEWTIME shares bits
+ * with the exit signal in clone(), and needs clone3 anyway). */
+#define SB_CLONE_NS_FLAGS (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | \
+	    CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET)
+
+/* ----------------------------------------------------------- helpers */
+
+static void sandbox_cause(char **ret_cause, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+sandbox_cause(char **ret_cause, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	if (ret_cause == NULL)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	*ret_cause = s;
+}
+
+static bool
+sandbox_table_has(const char *const *table, const char *name)
+{
+	if (table == NULL)
+		return false;
+	for (; *table != NULL; table++)
+		if (strcmp(*table, name) == 0)
+			return true;
+	return false;
+}
+
+static const struct sandbox_special *
+sandbox_special_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < nitems(sandbox_specials); i++)
+		if (strcmp(sandbox_specials[i].name, name) == 0)
+			return &sandbox_specials[i];
+	return NULL;
+}
+
+const char *const *
+sandbox_common_syscalls(void)
+{
+	return sandbox_common;
+}
+
+const char *const *
+sandbox_gpu_syscalls(void)
+{
+	return sandbox_gpu;
+}
+
+const char *const *
+sandbox_never_syscalls(void)
+{
+	return sandbox_never;
+}
+
+const char *
+sandbox_syscall_note(const char *name)
+{
+	const struct sandbox_special *sp;
+
+	sp = sandbox_special_find(name);
+	return sp != NULL ? sp->note : NULL;
+}
+
+int
+sandbox_policy_check(const struct sandbox_policy *p, char **ret_cause)
+{
+	const char *const *s;
+
+	if (p == NULL) {
+		sandbox_cause(ret_cause, "sandbox: no policy");
+		return -EINVAL;
+	}
+	if (p->work_dir == NULL || p->work_dir[0] != '/') {
+		sandbox_cause(ret_cause, "sandbox: the work directory must be "
+		    "an absolute path (got %s)",
+		    p->work_dir != NULL ? p->work_dir : "none");
+		return -EINVAL;
+	}
+	if (p->memory_bytes <= 0 || p->max_files <= 0 ||
+	    p->max_processes <= 0 || p->max_file_bytes <= 0 ||
+	    p->cpu_seconds < 0) {
+		sandbox_cause(ret_cause, "sandbox: memory, file, process and "
+		    "file size limits must be positive, the CPU limit >= 0");
+		return -EINVAL;
+	}
+	for (s = p->extra_syscalls; s != NULL && *s != NULL; s++)
+		if (sandbox_table_has(sandbox_never, *s)) {
+			sandbox_cause(ret_cause, "sandbox: a backend asks for "
+			    "system call %s, which no backend may have", *s);
+			return -EPERM;
+		}
+	return 0;
+}
+
+/* ----------------------------------------------------------- rlimits */
+
+/* Soft and hard to the asked values, lowered to a hard limit already in
+ * force (we may not raise it, and need not). */
+static int
+sandbox_setrlimit(int resource, const char *name, rlim_t soft, rlim_t hard,
+    char **ret_cause)
+{
+	struct rlimit cur, want;
+
+	if (getrlimit(resource, &cur) == -1) {
+		sandbox_cause(ret_cause, "sandbox: getrlimit(%s): %s", name,
+		    strerror(errno));
+		return -errno;
+	}
+	want.rlim_max = hard < cur.rlim_max ? hard : cur.rlim_max;
+	want.rlim_cur = soft < want.rlim_max ? soft : want.rlim_max;
+	if (setrlimit(resource, &want) == -1) {
+		sandbox_cause(ret_cause, "sandbox: setrlimit(%s, %llu): %s",
+		    name, (unsigned long long)want.rlim_max, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+int
+sandbox_rlimits(const struct sandbox_policy *p, char **ret_cause)
+{
+	int rc;
+
+	rc = sandbox_policy_check(p, ret_cause);
+	if (rc < 0)
+		return rc;
+
+	if ((rc = sandbox_setrlimit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0,
+	    ret_cause)) < 0)
+		return rc;
+	if ((rc = sandbox_setrlimit(RLIMIT_NOFILE, "RLIMIT_NOFILE",
+	    (rlim_t)p->max_files, (rlim_t)p->max_files, ret_cause)) < 0)
+		return rc;
+	/*
+	 * The kernel counts every process and thread of the real uid here,
+	 * and does not apply it to root (CAP_SYS_RESOURCE/CAP_SYS_ADMIN): what
+	 * stops a fork bomb is the filter's clone rule, not this.
+	 */
+	if ((rc = sandbox_setrlimit(RLIMIT_NPROC, "RLIMIT_NPROC",
+	    (rlim_t)p->max_processes, (rlim_t)p->max_processes,
+	    ret_cause)) < 0)
+		return rc;
+	if ((rc = sandbox_setrlimit(RLIMIT_FSIZE, "RLIMIT_FSIZE",
+	    (rlim_t)p->max_file_bytes, (rlim_t)p->max_file_bytes,
+	    ret_cause)) < 0)
+		return rc;
+	/* Soft below hard, so the job dies of SIGXCPU (a limit the parent can
+	 * name) before the kernel's SIGKILL at the hard limit. */
+	if (p->cpu_seconds > 0 &&
+	    (rc = sandbox_setrlimit(RLIMIT_CPU, "RLIMIT_CPU",
+	    (rlim_t)p->cpu_seconds, (rlim_t)p->cpu_seconds + 1,
+	    ret_cause)) < 0)
+		return rc;
+	/*
+	 * The CUDA driver reserves address space by the terabyte (unified
+	 * addressing), so a GPU worker's bound is on data, which counts only
+	 * private writable mappings.
+	 */
+	if (p->gpu)
+		rc = sandbox_setrlimit(RLIMIT_DATA, "RLIMIT_DATA",
+		    (rlim_t)p->memory_bytes, (rlim_t)p->memory_bytes, ret_cause);
+	else
+		rc = sandbox_setrlimit(RLIMIT_AS, "RLIMIT_AS",
+		    (rlim_t)p->memory_bytes, (rlim_t)p->memory_bytes, ret_cause);
+	if (rc < 0)
+		return rc;
+
+	/* No ptrace attach or /proc/PID/mem by other processes of our uid. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1) {
+		sandbox_cause(ret_cause, "sandbox: prctl(PR_SET_DUMPABLE): %s",
+		    strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------- Landlock */
+
+/* The rights of later ABIs, for headers older than the running kernel. */
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE		(1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV		(1ULL << 15)
+#endif
+#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
+#define LANDLOCK_ACCESS_NET_BIND_TCP		(1ULL << 0)
+#endif
+#ifndef LANDLOCK_ACCESS_NET_CONNECT_TCP
+#define LANDLOCK_ACCESS_NET_CONNECT_TCP		(1ULL << 1)
+#endif
+#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET	(1ULL << 0)
+#endif
+#ifndef LANDLOCK_SCOPE_SIGNAL
+#define LANDLOCK_SCOPE_SIGNAL			(1ULL << 1)
+#endif
+#ifndef LANDLOCK_RESTRICT_SELF_TSYNC
+#define LANDLOCK_RESTRICT_SELF_TSYNC		(1U << 3)
+#endif
+
+/*
+ * struct landlock_ruleset_attr as of ABI 6.  The kernel takes the size we
+ * pass, so the fields an older ABI does not know are left out of it.
+ */
+struct sandbox_ruleset_attr {
+	uint64_t handled_access_fs;
+	uint64_t handled_access_net;	/* ABI 4 */
+	uint64_t scoped;		/* ABI 6 */
+};
+
+/* The rights that may be granted on a file that is not a directory. */
+#define SB_FS_FILE (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | \
+	    LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | \
+	    LANDLOCK_ACCESS_FS_IOCTL_DEV)
+#define SB_FS_READ (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+#define SB_FS_EXEC (SB_FS_READ | LANDLOCK_ACCESS_FS_EXECUTE)
+#define SB_FS_DEV (SB_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE | \
+	    LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
+#define SB_FS_ALL (~0ULL)		/* masked by what the ABI handles */
+
+struct sandbox_path {
+	const char *path;
+	uint64_t access;
+};
+
+/*
+ * Everything a job may see besides its work directory.  Not here, on
+ * purpose: /etc as a whole (the daemon's configuration), the state
+ * directory (task store, other workers' directories), /run (the control
+ * socket), /tmp, /home.
+ */
+static const struct sandbox_path sandbox_system_paths[] = {
+	{ "/usr", SB_FS_EXEC },
+	{ "/usr/local", SB_FS_EXEC },
+	{ "/lib", SB_FS_EXEC },
+	{ "/lib64", SB_FS_EXEC },
+	{ "/bin", SB_FS_EXEC },
+	{ "/sbin", SB_FS_EXEC },
+	{ "/opt", SB_FS_EXEC },		/* CUDA, Python installations */
+	{ "/etc/ld.so.cache", SB_FS_READ },
+	{ "/etc/ld.so.conf", SB_FS_READ },
+	{ "/etc/ld.so.conf.d", SB_FS_READ },
+	{ "/etc/localtime", SB_FS_READ },
+	{ "/etc/nsswitch.conf", SB_FS_READ },
+	{ "/etc/passwd", SB_FS_READ },
+	{ "/etc/group", SB_FS_READ },
+	{ "/proc", SB_FS_READ },
+	{ "/sys", SB_FS_READ },		/* the GPU driver reads sysfs */
+	{ "/dev/urandom", SB_FS_READ },
+	{ "/dev/random", SB_FS_READ },
+	{ "/dev/null", SB_FS_DEV },
+	{ "/dev/zero", SB_FS_DEV },
+	{ "/dev/full", SB_FS_DEV },
+};
+
+/* A GPU worker's device nodes, besides /dev/nvidia[0-9]*. */
+static const struct sandbox_path sandbox_gpu_paths[] = {
+	{ "/dev/nvidiactl", SB_FS_DEV },
+	{ "/dev/nvidia-uvm", SB_FS_DEV },
+	{ "/dev/nvidia-uvm-tools", SB_FS_DEV },
+	{ "/dev/nvidia-caps", SB_FS_DEV },
+};
+
+static int
+sandbox_landlock_create(const void *attr, size_t size, uint32_t flags)
+{
+	return (int)syscall(SYS_landlock_create_ruleset, attr, size, flags);
+}
+
+int
+sandbox_landlock_abi(void)
+{
+	int abi;
+
+	abi = sandbox_landlock_create(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	if (abi < 0)
+		return -EOPNOTSUPP;	/* ENOSYS: not built; EOPNOTSUPP: off */
+	return abi;
+}
+
+static uint64_t
+sandbox_landlock_fs_rights(int abi)
+{
+	uint64_t rights;
+
+	/* ABI 1: EXECUTE up to MAKE_SYM, bits 0 to 12. */
+	rights = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;
+	if (abi >= 2)
+		rights |= LANDLOCK_ACCESS_FS_REFER;
+	if (abi >= 3)
+		rights |= LANDLOCK_ACCESS_FS_TRUNCATE;
+	if (abi >= 5)
+		rights |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+	return rights;
+}
+
+/*
+ * Allow `access` (masked by what the ruleset handles and by what a
+ * non-directory can have) beneath `path`.  A missing path is skipped unless
+ * `required`: a rule only grants, so leaving one out never widens anything.
+ */
+static int
+sandbox_landlock_path(int ruleset, const char *path, uint64_t access,
+    uint64_t handled, bool required, char **ret_cause)
+{
+	struct landlock_path_beneath_attr attr;
+	struct stat st;
+	int fd, rc;
+
+	fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd == -1) {
+		rc = -errno;
+		if (!required && (rc == -ENOENT || rc == -ENOTDIR)) {
+			log_debug("sandbox: %s does not exist; no rule", path);
+			return 0;
+		}
+		sandbox_cause(ret_cause, "sandbox: Landlock rule for %s: %s",
+		    path, strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st) == -1) {
+		rc = -errno;
+		sandbox_cause(ret_cause, "sandbox: Landlock rule for %s: %s",
+		    path, strerror(-rc));
+		goto close_fd;
+	}
+	if (required && !S_ISDIR(st.st_mode)) {
+		rc = -ENOTDIR;
+		sandbox_cause(ret_cause, "sandbox: %s is not a directory", path);
+		goto close_fd;
+	}
+	memset(&attr, 0, sizeof(attr));
+	attr.parent_fd = fd;
+	attr.allowed_access = access & handled;
+	if (!S_ISDIR(st.st_mode))
+		attr.allowed_access &= SB_FS_FILE;
+	rc = 0;
+	if (attr.allowed_access != 0 &&
+	    syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH,
+	    &attr, 0) == -1) {
+		rc = -errno;
+		sandbox_cause(ret_cause, "sandbox: Landlock rule for %s: %s",
+		    path, strerror(-rc));
+	}
+close_fd:
+	close(fd);
+	return rc;
+}
+
+static int
+sandbox_landlock_paths(int ruleset, const char *const *paths, uint64_t access,
+    uint64_t handled, char **ret_cause)
+{
+	int rc;
+
+	for (; paths != NULL && *paths != NULL; paths++)
+		if ((rc = sandbox_landlock_path(ruleset, *paths, access, handled,
+		    false, ret_cause)) < 0)
+			return rc;
+	return 0;
+}
+
+/* /dev/nvidia0, /dev/nvidia1, ...: one node per GPU the driver knows of
+ * (CUDA_VISIBLE_DEVICES does not hide the others from the file system, but
+ * the driver has opened the one it uses by now). */
+static int
+sandbox_landlock_nvidia(int ruleset, uint64_t handled, char **ret_cause)
+{
+	struct dirent *de;
+	char path[sizeof("/dev/") + sizeof(de->d_name)];
+	DIR *dir;
+	int rc = 0;
+
+	dir = opendir("/dev");
+	if (dir == NULL) {
+		rc = -errno;
+		sandbox_cause(ret_cause, "sandbox: /dev: %s", strerror(-rc));
+		return rc;
+	}
+	while ((de = readdir(dir)) != NULL) {
+		if (strncmp(de->d_name, "nvidia", 6) != 0 ||
+		    de->d_name[6] == '\0' ||
+		    strspn(de->d_name + 6, "0123456789") != strlen(de->d_name + 6))
+			continue;
+		snprintf(path, sizeof(path), "/dev/%s", de->d_name);
+		rc = sandbox_landlock_path(ruleset, path, SB_FS_DEV, handled,
+		    false, ret_cause);
+		if (rc < 0)
+			break;
+	}
+	closedir(dir);
+	return rc;
+}
+
+/* Landlock binds only the calling thread before ABI 8; say how many are
+ * left out, so a GPU worker's log tells the truth about the driver's. */
+static void
+sandbox_landlock_count_threads(void)
+{
+	struct dirent *de;
+	DIR *dir;
+	int n = 0;
+
+	dir = opendir("/proc/self/task");
+	if (dir == NULL)
+		return;
+	while ((de = readdir(dir)) != NULL)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(dir);
+	if (n > 1)
+		log_warnx("sandbox: Landlock ABI < 8 binds this thread only; "
+		    "%d other thread(s) keep the file system (seccomp still "
+		    "binds them)", n - 1);
+}
+
+int
+sandbox_landlock(const struct sandbox_policy *p, char **ret_cause)
+{
+	struct sandbox_ruleset_attr attr;
+	uint32_t flags = 0;
+	size_t size, i;
+	int abi, ruleset, rc;
+
+	rc = sandbox_policy_check(p, ret_cause);
+	if (rc < 0)
+		return rc;
+	abi = sandbox_landlock_abi();
+	if (abi < 0) {
+		sandbox_cause(ret_cause, "sandbox: the kernel has no Landlock "
+		    "(or it is disabled)");
+		return -EOPNOTSUPP;
+	}
+
+	memset(&attr, 0, sizeof(attr));
+	attr.handled_access_fs = sandbox_landlock_fs_rights(abi);
+	size = offsetof(struct sandbox_ruleset_attr, handled_access_net);
+	if (abi >= 4) {
+		/* Handled with no rule: no TCP bind or connect at all. */
+		attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP |
+		    LANDLOCK_ACCESS_NET_CONNECT_TCP;
+		size = offsetof(struct sandbox_ruleset_attr, scoped);
+	}
+	if (abi >= 6) {
+		attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET |
+		    LANDLOCK_SCOPE_SIGNAL;
+		size = sizeof(attr);
+	}
+	ruleset = sandbox_landlock_create(&attr, size, 0);
+	if (ruleset < 0) {
+		rc = -errno;
+		sandbox_cause(ret_cause, "sandbox: landlock_create_ruleset "
+		    "(ABI %d): %s", abi, strerror(-rc));
+		return rc;
+	}
+
+	rc = sandbox_landlock_path(ruleset, p->work_dir, SB_FS_ALL,
+	    attr.handled_access_fs, true, ret_cause);
+	for (i = 0; rc == 0 && i < nitems(sandbox_system_paths); i++)
+		rc = sandbox_landlock_path(ruleset, sandbox_system_paths[i].path,
+		    sandbox_system_paths[i].access, attr.handled_access_fs,
+		    false, ret_cause);
+	for (i = 0; rc == 0 && p->gpu && i < nitems(sandbox_gpu_paths); i++)
+		rc = sandbox_landlock_path(ruleset, sandbox_gpu_paths[i].path,
+		    sandbox_gpu_paths[i].access, attr.handled_access_fs,
+		    false, ret_cause);
+	if (rc == 0 && p->gpu)
+		rc = sandbox_landlock_nvidia(ruleset, attr.handled_access_fs,
+		    ret_cause);
+	if (rc == 0)
+		rc = sandbox_landlock_paths(ruleset, p->ro_paths, SB_FS_READ,
+		    attr.handled_access_fs, ret_cause);
+	if (rc == 0)
+		rc = sandbox_landlock_paths(ruleset, p->rw_paths, SB_FS_ALL,
+		    attr.handled_access_fs, ret_cause);
+	if (rc < 0)
+		goto close_ruleset;
+
+	/* landlock_restrict_self needs it unless we hold CAP_SYS_ADMIN. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1) {
+		rc = -errno;
+		sandbox_cause(ret_cause, "sandbox: prctl(PR_SET_NO_NEW_PRIVS): %s",
+		    strerror(-rc));
+		goto close_ruleset;
+	}
+	if (abi >= 8)
+		flags |= LANDLOCK_RESTRICT_SELF_TSYNC;
+	else
+		sandbox_landlock_count_threads();
+	if (syscall(SYS_landlock_restrict_self, ruleset, flags) == -1) {
+		rc = -errno;
+		sandbox_cause(ret_cause, "sandbox: landlock_restrict_self: %s",
+		    strerror(-rc));
+		goto close_ruleset;
+	}
+	log_debug("sandbox: Landlock ABI %d in force", abi);
+close_ruleset:
+	close(ruleset);
+	return rc;
+}
+
+/* ----------------------------------------------------------- seccomp */
+
+static bool
+sandbox_allowed(const struct sandbox_policy *p, const char *name)
+{
+	return sandbox_table_has(sandbox_common, name) ||
+	    (p->gpu && sandbox_table_has(sandbox_gpu, name)) ||
+	    sandbox_table_has(p->extra_syscalls, name);
+}
+
+/* One argument comparison, spelt out (libseccomp's macros leave datum_b to
+ * the compiler's zeroing, which -Wmissing-field-initializers dislikes). */
+static struct scmp_arg_cmp
+sandbox_arg(unsigned int arg, enum scmp_compare op, scmp_datum_t a,
+    scmp_datum_t b)
+{
+	struct scmp_arg_cmp cmp = { .arg = arg, .op = op, .datum_a = a,
+	    .datum_b = b };
+
+	return cmp;
+}
+
+static int
+sandbox_seccomp_allow(scmp_filter_ctx ctx, const char *name, bool extra,
+    char **ret_cause)
+{
+	const struct sandbox_special *sp;
+	scmp_datum_t self;
+	int sys, rc;
+
+	sys = seccomp_syscall_resolve_name(name);
+	if (sys < 0) {
+		/* Tables span architectures; a backend's list may not. */
+		if (extra)
+			log_warnx("sandbox: a backend's system call %s does "
+			    "not exist here; not allowed", name);
+		else
+			log_debug("sandbox: no system call %s here", name);
+		return 0;
+	}
+	sp = sandbox_special_find(name);
+	self = (scmp_datum_t)getpid();
+	switch (sp != NULL ? sp->cond : SB_COND_NONE) {
+	case SB_COND_NONE:
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 0);
+		break;
+	case SB_COND_THREAD:
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
+		    sandbox_arg(0, SCMP_CMP_MASKED_EQ,
+		    (scmp_datum_t)(CLONE_THREAD | SB_CLONE_NS_FLAGS),
+		    (scmp_datum_t)CLONE_THREAD));
+		break;
+	case SB_COND_SELF:
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
+		    sandbox_arg(0, SCMP_CMP_EQ, self, 0));
+		break;
+	case SB_COND_GET_ONLY:
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
+		    sandbox_arg(2, SCMP_CMP_EQ, 0, 0));
+		break;
+	case SB_COND_AF_UNIX:
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
+		    sandbox_arg(0, SCMP_CMP_EQ, AF_UNIX, 0));
+		break;
+	case SB_COND_PRCTL_NAME:
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
+		    sandbox_arg(0, SCMP_CMP_EQ, PR_SET_NAME, 0));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
+			    sandbox_arg(0, SCMP_CMP_EQ, PR_GET_NAME, 0));
+		break;
+	default:
+		rc = -EINVAL;
+		break;
+	}
+	if (rc < 0)
+		sandbox_cause(ret_cause, "sandbox: seccomp rule for %s: %s",
+		    name, strerror(-rc));
+	return rc;
+}
+
+static int
+sandbox_seccomp_table(scmp_filter_ctx ctx, const char *const *table,
+    bool extra, char **ret_cause)
+{
+	int rc;
+
+	for (; table != NULL && *table != NULL; table++)
+		if ((rc = sandbox_seccomp_allow(ctx, *table, extra,
+		    ret_cause)) < 0)
+			return rc;
+	return 0;
+}
+
+int
+sandbox_seccomp(const struct sandbox_policy *p, char **ret_cause)
+{
+	scmp_filter_ctx ctx;
+	const char *const *s;
+	size_t i;
+	int rc, sys;
+
+	rc = sandbox_policy_check(p, ret_cause);
+	if (rc < 0)
+		return rc;
+
+	/* Before anything else, so a failure here is not hidden in libseccomp. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1) {
+		rc = -errno;
+		sandbox_cause(ret_cause, "sandbox: prctl(PR_SET_NO_NEW_PRIVS): %s",
+		    strerror(-rc));
+		return rc;
+	}
+
+	ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+	if (ctx == NULL) {
+		sandbox_cause(ret_cause, "sandbox: seccomp_init failed "
+		    "(kernel without SECCOMP_RET_KILL_PROCESS?)");
+		return -ENOMEM;
+	}
+	/* The driver's threads must be bound too; a foreign architecture's
+	 * calls (int $0x80) kill like any other stranger; and a failure
+	 * should carry the kernel's errno, not libseccomp's -ECANCELED. */
+	if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1)) < 0 ||
+	    (rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH,
+	    SCMP_ACT_KILL_PROCESS)) < 0 ||
+	    (rc = seccomp_attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1)) < 0) {
+		sandbox_cause(ret_cause, "sandbox: seccomp attributes: %s",
+		    strerror(-rc));
+		goto release_ctx;
+	}
+
+	rc = sandbox_seccomp_table(ctx, sandbox_common, false, ret_cause);
+	if (rc == 0 && p->gpu)
+		rc = sandbox_seccomp_table(ctx, sandbox_gpu, false, ret_cause);
+	for (s = p->extra_syscalls; rc == 0 && s != NULL && *s != NULL; s++)
+		if (!sandbox_table_has(sandbox_common, *s) &&
+		    !(p->gpu && sandbox_table_has(sandbox_gpu, *s)))
+			rc = sandbox_seccomp_allow(ctx, *s, true, ret_cause);
+	if (rc < 0)
+		goto release_ctx;
+
+	/* Calls that fail softly where they are not allowed. */
+	for (i = 0; i < nitems(sandbox_specials); i++) {
+		if (sandbox_specials[i].err == 0 ||
+		    sandbox_allowed(p, sandbox_specials[i].name))
+			continue;
+		sys = seccomp_syscall_resolve_name(sandbox_specials[i].name);
+		if (sys < 0)
+			continue;
+		rc = seccomp_rule_add(ctx,
+		    SCMP_ACT_ERRNO((uint32_t)sandbox_specials[i].err), sys, 0);
+		if (rc < 0) {
+			sandbox_cause(ret_cause, "sandbox: seccomp rule for "
+			    "%s: %s", sandbox_specials[i].name, strerror(-rc));
+			goto release_ctx;
+		}
+	}
+
+	rc = seccomp_load(ctx);
+	if (rc != 0) {
+		/* With TSYNC the kernel answers a thread it could not
+		 * synchronise with that thread's id. */
+		if (rc > 0) {
+			sandbox_cause(ret_cause, "sandbox: seccomp_load: "
+			    "thread %d could not take the filter", rc);
+			rc = -ESRCH;
+		} else
+			sandbox_cause(ret_cause, "sandbox: seccomp_load: %s",
+			    strerror(-rc));
+	}
+release_ctx:
+	seccomp_release(ctx);
+	return rc;
+}
+
+/* ------------------------------------------------------------- entry */
+
+int
+sandbox_enter(const struct sandbox_policy *p, struct sandbox_report *ret_report,
+    char **ret_cause)
+{
+	struct sandbox_report report;
+	char *cause = NULL;
+	int rc, abi;
+
+	rc = sandbox_policy_check(p, ret_cause);
+	if (rc < 0)
+		return rc;
+	rc = sandbox_rlimits(p, ret_cause);
+	if (rc < 0)
+		return rc;
+
+	abi = sandbox_landlock_abi();
+	rc = sandbox_landlock(p, &cause);
+	if (rc == -EOPNOTSUPP) {
+		log_warnx("%s: the file system is not restricted",
+		    cause != NULL ? cause : "sandbox: no Landlock");
+		free(cause);
+		abi = 0;
+	} else if (rc < 0) {
+		if (ret_cause != NULL)
+			*ret_cause = cause;
+		else
+			free(cause);
+		return rc;
+	}
+
+	/* Last: the filter does not allow what the layers above need. */
+	rc = sandbox_seccomp(p, ret_cause);
+	if (rc < 0)
+		return rc;
+
+	report.seccomp = true;
+	report.landlock_abi = abi;
+	if (ret_report != NULL)
+		*ret_report = report;
+	return 0;
+}
