@@ -131,6 +131,9 @@ static const char *const sandbox_gpu[] = {
 	"timerfd_create",
 	"timerfd_settime",
 	"timerfd_gettime",
+	/* The PTX JIT (libnvidia-ptxjitcompiler) asks these at module load (strace, H100). */
+	"sched_get_priority_max",
+	"sched_get_priority_min",
 	NULL,
 };
 
@@ -621,7 +624,7 @@ sandbox_landlock_count_threads(void)
 			n++;
 	closedir(dir);
 	if (n > 1)
-		log_warnx("sandbox: Landlock ABI < 8 binds this thread only; "
+		log_info("sandbox: Landlock ABI < 8 binds this thread only; "
 		    "%d other thread(s) keep the file system (seccomp still "
 		    "binds them)", n - 1);
 }

@@ -119,7 +119,7 @@ class Daemon:
 
     def __init__(self, kgymd_conf="", extra_conf="", plugins=("selftest", "selftest_backend"),
                  state=None, plugin_dirs=None, grace="0", workers_conf="", sandbox_conf="",
-                 gpus="none"):
+                 gpus="none", worker=None):
         self.dir = state or tempfile.mkdtemp(prefix="kgym-")
         self.socket = os.path.join(self.dir, "kgymd.sock")
         self.state_dir = os.path.join(self.dir, "state")
@@ -140,7 +140,7 @@ class Daemon:
             f.write("[kgymd]\nsocket = %s\nstate_dir = %s\nplugin_dir = %s\nlog_level = debug\n"
                     "gpus = %s\n%s%s\n[workers]\npath = %s\n%s\n[sandbox]\n%s\n%s\n"
                     % (self.socket, self.state_dir, self.plugin_dir, gpus, grace_line, kgymd_conf,
-                       worker_path(), workers_conf, sandbox_conf, extra_conf))
+                       worker or worker_path(), workers_conf, sandbox_conf, extra_conf))
         self.log_path = os.path.join(self.dir, "kgymd.log")
         self.proc = None
         self.client = None

@@ -11,7 +11,10 @@ import time
 
 import kgymtest as k
 
-WORKERS = "correctness_deadline = 1\ncompile_deadline = 0.5\nkill_grace = 0.5\nmax_message_bytes = 1M"
+# Short deadlines so hangs end fast; other phases (job_deadline) stay long for
+# work whose speed depends on the machine (filling memory for oom).
+WORKERS = ("correctness_deadline = 1\ncompile_deadline = 0.5\njob_deadline = 60\n"
+           "kill_grace = 0.5\nmax_message_bytes = 1M")
 
 
 def run_task(d, **payload):
@@ -66,7 +69,7 @@ def landlock_on(d):
 
 def test_each_action_and_recovery():
     with k.Daemon(gpus="0", workers_conf="cpu_workers = 1\n" + WORKERS,
-                  sandbox_conf="job_memory = 512M") as d:
+                  sandbox_conf="job_memory = 256M") as d:
         wait_ready(d, 2)
         cases = [
             # action, extra payload, state, error_code, words in the message
@@ -78,7 +81,7 @@ def test_each_action_and_recovery():
             ("exec", {}, "failed", "SANDBOX_VIOLATION", ["system call"]),
             ("ptrace", {}, "failed", "SANDBOX_VIOLATION", ["system call"]),
             ("fork_bomb", {}, "failed", "SANDBOX_VIOLATION", ["system call"]),
-            ("oom", {}, "failed", "RESOURCE_ERROR", ["memory"]),
+            ("oom", {"phase": "memory"}, "failed", "RESOURCE_ERROR", ["memory"]),
             ("huge_output", {}, "failed", "RESOURCE_ERROR", ["max_message_bytes"]),
             ("garbage_output", {}, "failed", "SANDBOX_VIOLATION", ["protocol", "magic"]),
             ("sleep", {"seconds": 0}, "completed", None, []),
