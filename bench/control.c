@@ -10,8 +10,8 @@
  * queue.  It speaks protocol v1 over plain sockets, with jansson only to
  * read replies, so the client costs little beside the daemon.  The tasks
  * are the test plugin's "selftest" workflow; bench/README.md says how to
- * start a daemon for it (max_running_tasks = 1 keeps the memory phase's
- * tasks queued) and bench/run-control.sh does all of it.  The table at the
+ * start a daemon for it (max_queued_tasks large enough for the memory
+ * phase) and bench/run-control.sh does all of it.  The table at the
  * end has one row per metric with its target and PASS or MISS; the exit
  * status is 0 when every target is met, 1 when one is missed, 2 when the
  * benchmark could not run.
@@ -410,7 +410,7 @@ make_submit(struct phase *ph, long i, struct sbuf *out)
 {
 	long k, first = i * ph->tasks_per_req, n = ph->tasks_per_req;
 	static const char task_fmt[] =
-	    "{\"workflow\":\"selftest\",\"payload\":{\"action\":\"ok\",\"delay_ms\":%ld}}";
+	    "{\"workflow\":\"selftest\",\"payload\":{\"action\":\"ok\",\"delay_ms\":%ld,\"in_daemon\":true}}";
 
 	if (first + n > ph->ntasks)
 		n = ph->ntasks - first;

@@ -8,7 +8,7 @@
 # (make kgymd/kgymd bench tests/plugins/selftest.la).  Starts kgymd on a
 # temporary socket, state directory and plugin directory (selftest alone:
 # the test-only bad plugins beside it would only add refusals to the log)
-# with max_running_tasks = 1, so the memory phase's hour-long tasks stay
+# with max_running_tasks = 256 (the default), so most of the memory phase's hour-long tasks stay
 # queued, runs bench/control with BENCH_ARGS, stops the daemon and exits
 # with bench/control's status (0 every target met, 1 one missed, 2 error).
 set -u
@@ -58,9 +58,12 @@ socket = $tmp/kgymd.sock
 state_dir = $tmp/state
 plugin_dir = $tmp/plugins
 gpus = none
-max_running_tasks = 1
+max_running_tasks = 256
 max_queued_tasks = 1000000
 log_level = warning
+[workers]
+# The control plane alone: tasks run in the daemon ("in_daemon"), no workers.
+cpu_workers = 0
 EOF
 
 "$kgymd" -F -f "$tmp/kgymd.conf" 2>"$tmp/kgymd.log" &
@@ -76,7 +79,7 @@ while [ ! -S "$tmp/kgymd.sock" ]; do
 	i=$((i + 1))
 done
 
-echo "kgymd (pid $pid) with max_running_tasks = 1, max_queued_tasks = 1000000"
+echo "kgymd (pid $pid) with max_running_tasks = 256, max_queued_tasks = 1000000"
 "$bench" -s "$tmp/kgymd.sock" -p "$pid" "$@"
 rc=$?
 if [ -s "$tmp/kgymd.log" ]; then

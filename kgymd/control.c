@@ -182,7 +182,7 @@ control_write(struct bufferevent *bev, void *arg)
 {
 	struct conn *conn = arg;
 
-	if (conn->closing)
+	if (conn->closing || (conn->peer_eof && conn->nwaiters == 0))
 		control_conn_free(conn);
 	else if (conn->linger)
 		control_linger(conn);
@@ -196,6 +196,17 @@ control_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_ERROR)
 		log_debug("connection %llu: %s", (unsigned long long)conn->serial,
 		    strerror(errno));
+	/*
+	 * A client that only shut down its sending side (echo ... | socat) still
+	 * reads: answer what it asked, waits included, then close.
+	 */
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && !conn->linger &&
+	    (conn->nwaiters > 0 ||
+	    evbuffer_get_length(bufferevent_get_output(bev)) > 0)) {
+		conn->peer_eof = true;
+		bufferevent_disable(bev, EV_READ);
+		return;
+	}
 	/* EOF, error or a lingering peer's timeout: its tasks go on, its waiters go away. */
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
 		control_conn_free(conn);

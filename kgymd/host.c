@@ -114,6 +114,7 @@ static const struct kgym_host host = {
 	.task_timer = host_task_timer,
 	.task_finish = host_task_finish,
 	.job_run = host_job_run,
+	.gpu_arch = pool_gpu_arch,
 	/* gpu_lock and phase exist only inside workers. */
 };
 

@@ -425,8 +425,8 @@ struct task {
 	void (*plugin_timer_cb)(struct kgym_task *);
 	struct event *deadline;
 	struct job *job;		/* its sandboxed job, queued or running */
-	bool in_start;			/* inside the plugin's start() */
-	bool finished;			/* ended while in_start; free after */
+	bool finished;			/* ended; freed once its end is committed */
+	json_t *result;			/* while finished, until committed */
 	TAILQ_ENTRY(task) entry;	/* in a sched queue or the running list */
 };
 TAILQ_HEAD(task_queue, task);
@@ -434,7 +434,7 @@ TAILQ_HEAD(task_queue, task);
 struct task *task_new(const char *id, int64_t seq, enum task_prio prio,
 	    const char *workflow, double timeout_s, int64_t created_ms);
 void	task_free(struct task *task);
-/* Index (tsearch) of live tasks. */
+/* Index (tsearch) of live tasks, and of ended ones until their end is committed. */
 int	task_index_add(struct task *task);	/* -EEXIST */
 void	task_index_remove(struct task *task);
 struct task *task_index_find(const char *id);
@@ -531,6 +531,7 @@ struct conn {
 	bool closing;			/* close once the output is flushed */
 	bool linger;			/* refused (too_large): half-close, discard input */
 	bool half_closed;
+	bool peer_eof;			/* the client stopped sending; close once answered */
 	int nwaiters;
 	TAILQ_ENTRY(conn) entry;
 };
@@ -595,6 +596,7 @@ struct gpu_slotset {
 	int index;
 	char *name;
 	bool present;
+	char arch[16];			/* "sm_90", from a worker's HELLO; "" unknown */
 	uint64_t memory_bytes;		/* from a worker's HELLO; 0 unknown */
 	uint64_t memory_reserved;	/* declared by the jobs on it */
 	int readers;			/* shared holders */
@@ -624,6 +626,8 @@ void	pool_job_set_phase(struct worker *w, const char *phase);
 const char *pool_job_task_id(const struct worker *w);
 uint64_t pool_job_id(const struct worker *w);
 json_t	*pool_describe(void);
+/* host->gpu_arch: the lowest NVRTC arch among the GPUs, or NULL. */
+const char *pool_gpu_arch(void);
 
 /* ----------------------------------------------------------------- proc.c */
 /*

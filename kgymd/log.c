@@ -1,10 +1,13 @@
 /*
  * log.c -- the daemon's log.
  *
- * kgymd logs to stderr, one line per message, "level: message".  Under
- * systemd stderr is the journal, which adds time and priority of its own;
- * in the foreground a developer sees the same lines.  Plugin messages come
- * through log_emit() with the plugin's name as tag.
+ * kgymd logs one line per message.  In the foreground (-F) it writes to
+ * stderr: with a time stamp for a person at a terminal, or with sd-daemon
+ * priority prefixes when stderr is the journal (JOURNAL_STREAM is set, as
+ * systemd does for Type=notify units), which adds time itself.  Detached
+ * (no -F) it logs to syslog.  Workers send their lines to the parent
+ * (log_set_sink).  Plugin messages come through log_emit() with the
+ * plugin's name as tag.
  */
 #include "config.h"
 
@@ -13,12 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <syslog.h>
 #include <time.h>
 
 #include "kgymd.h"
 
 static int log_threshold = KGYM_LOG_INFO;
-static bool log_foreground = true;
+static enum { LOG_TO_TERMINAL, LOG_TO_JOURNAL, LOG_TO_SYSLOG } log_target = LOG_TO_TERMINAL;
 static void (*log_sink)(int, const char *, const char *);
 
 static const char *const log_names[] = {
@@ -36,11 +40,25 @@ static const char *const log_journal_prefix[] = {
 	[KGYM_LOG_DEBUG] = "<7>",
 };
 
+static const int log_syslog_priority[] = {
+	[KGYM_LOG_ERROR] = LOG_ERR,
+	[KGYM_LOG_WARN] = LOG_WARNING,
+	[KGYM_LOG_INFO] = LOG_INFO,
+	[KGYM_LOG_DEBUG] = LOG_DEBUG,
+};
+
 void
 log_init(int level, bool foreground)
 {
 	log_threshold = level;
-	log_foreground = foreground;
+	if (!foreground) {
+		log_target = LOG_TO_SYSLOG;
+		openlog("kgymd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	} else if (getenv("JOURNAL_STREAM") != NULL) {
+		log_target = LOG_TO_JOURNAL;
+	} else {
+		log_target = LOG_TO_TERMINAL;
+	}
 }
 
 void
@@ -95,15 +113,21 @@ log_emit(int level, const char *tag, const char *fmt, va_list ap)
 		log_sink(level, tag, msg);
 		return;
 	}
-	if (log_foreground) {
+	switch (log_target) {
+	case LOG_TO_SYSLOG:
+		syslog(log_syslog_priority[level], "%s%s%s", tag ? tag : "", tag ? ": " : "", msg);
+		return;
+	case LOG_TO_JOURNAL:
+		fprintf(stderr, "%s%s%s%s\n", log_journal_prefix[level], tag ? tag : "",
+		    tag ? ": " : "", msg);
+		break;
+	case LOG_TO_TERMINAL:
 		clock_gettime(CLOCK_REALTIME, &ts);
 		localtime_r(&ts.tv_sec, &tm);
 		strftime(when, sizeof when, "%H:%M:%S", &tm);
 		fprintf(stderr, "%s.%03ld %s: %s%s%s\n", when, ts.tv_nsec / 1000000,
 		    log_names[level], tag ? tag : "", tag ? ": " : "", msg);
-	} else {
-		fprintf(stderr, "%s%s: %s%s%s\n", log_journal_prefix[level],
-		    log_names[level], tag ? tag : "", tag ? ": " : "", msg);
+		break;
 	}
 	fflush(stderr);
 }

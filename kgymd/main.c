@@ -209,7 +209,13 @@ kgymd_open_store(void)
 	if ((kgymd_store = store_open(path, kgymd_config->store_sync_full, &cause)) == NULL)
 		fatalx("task store: %s", cause != NULL ? cause : path);
 	free(path);
+	/* Workers' private directories, and the compile cache they share. */
 	if (asprintf(&path, "%s/work", kgymd_config->state_dir) < 0)
+		fatalx("out of memory");
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		fatal("%s", path);
+	free(path);
+	if (asprintf(&path, "%s/cache", kgymd_config->state_dir) < 0)
 		fatalx("out of memory");
 	if (mkdir(path, 0700) < 0 && errno != EEXIST)
 		fatal("%s", path);

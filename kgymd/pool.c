@@ -415,7 +415,8 @@ pool_worker_ready(struct worker *w, const json_t *hello)
 	const json_t *gpu = json_object_get(hello, "gpu");
 	struct gpu_slotset *g = w->gpuset;
 	json_int_t mem;
-	const char *name;
+	const char *name, *cc;
+	int major, minor;
 
 	/* The worker measured its GPU; the daemon itself never opens CUDA. */
 	if (g != NULL && json_is_object(gpu)) {
@@ -428,6 +429,10 @@ pool_worker_ready(struct worker *w, const json_t *hello)
 			free(g->name);
 			g->name = strdup(name);
 		}
+		cc = json_string_value(json_object_get(gpu, "compute_capability"));
+		if (cc != NULL && sscanf(cc, "%d.%d", &major, &minor) == 2 && major > 0 &&
+		    major < 100 && minor >= 0 && minor < 10)
+			snprintf(g->arch, sizeof g->arch, "sm_%d%d", major, minor);
 	}
 	pool_kick();
 }
@@ -479,6 +484,24 @@ pool_stop(void)
 	pool_ncpu = pool_ngpus = 0;
 }
 
+const char *
+pool_gpu_arch(void)
+{
+	const char *best = NULL;
+	size_t i;
+
+	for (i = 0; i < pool_ngpus; i++) {
+		if (pool_gpus[i].arch[0] == '\0')
+			continue;
+		/* "sm_NN" strings of equal length compare as numbers. */
+		if (best == NULL || strlen(pool_gpus[i].arch) < strlen(best) ||
+		    (strlen(pool_gpus[i].arch) == strlen(best) &&
+		    strcmp(pool_gpus[i].arch, best) < 0))
+			best = pool_gpus[i].arch;
+	}
+	return best;
+}
+
 bool
 pool_is_stopping(void)
 {
@@ -510,8 +533,9 @@ pool_describe(void)
 		TAILQ_FOREACH(w, &g->lock_waiters, lock_entry)
 			json_array_append_new(waiting, json_pack("{s:s, s:s}", "worker", w->name,
 			    "mode", w->lock_wanted == KGYM_GPU_EXCLUSIVE ? "exclusive" : "shared"));
-		json_array_append_new(gpus, json_pack("{s:i, s:s?, s:b, s:o, s:I, s:s, s:i, s:o, s:o}",
-		    "index", g->index, "name", g->name, "present", g->present,
+		json_array_append_new(gpus, json_pack("{s:i, s:s?, s:s?, s:b, s:o, s:I, s:s, s:i, s:o, s:o}",
+		    "index", g->index, "name", g->name,
+		    "arch", g->arch[0] != '\0' ? g->arch : NULL, "present", g->present,
 		    "memory_bytes", g->memory_bytes > 0 ? json_integer((json_int_t)g->memory_bytes) :
 		    json_null(), "memory_reserved_bytes", (json_int_t)g->memory_reserved,
 		    "lock", pool_lock_state(g), "lock_readers", g->readers,

@@ -29,6 +29,9 @@
 static struct task_queue sched_queues[PRIO__COUNT];
 static struct task_queue sched_running_list;
 static struct task_queue sched_batch;	/* inserted, not yet committed */
+static size_t sched_nbatch;
+static struct task_queue sched_finishing;	/* ended, not yet committed */
+static struct event *sched_flush_ev;
 static size_t sched_nqueued;
 static size_t sched_nrunning;
 static bool sched_batch_open;
@@ -37,6 +40,7 @@ static struct event *sched_kick_ev;
 static void (*sched_idle_cb)(void);
 
 static void sched_dispatch(evutil_socket_t, short, void *);
+static void sched_flush(evutil_socket_t, short, void *);
 
 void
 sched_init(void)
@@ -47,9 +51,11 @@ sched_init(void)
 		TAILQ_INIT(&sched_queues[i]);
 	TAILQ_INIT(&sched_running_list);
 	TAILQ_INIT(&sched_batch);
+	TAILQ_INIT(&sched_finishing);
 	sched_kick_ev = event_new(kgymd_base, -1, 0, sched_dispatch, NULL);
-	if (sched_kick_ev == NULL)
-		fatalx("sched: cannot create the dispatch event");
+	sched_flush_ev = event_new(kgymd_base, -1, 0, sched_flush, NULL);
+	if (sched_kick_ev == NULL || sched_flush_ev == NULL)
+		fatalx("sched: cannot create the dispatch events");
 }
 
 static void
@@ -75,9 +81,12 @@ sched_free(void)
 		TAILQ_REMOVE(&sched_running_list, task, entry);
 		sched_drop(task);
 	}
+	sched_flush(-1, 0, NULL);	/* what ended must be written before we go */
 	if (sched_kick_ev != NULL)
 		event_free(sched_kick_ev);
-	sched_kick_ev = NULL;
+	if (sched_flush_ev != NULL)
+		event_free(sched_flush_ev);
+	sched_kick_ev = sched_flush_ev = NULL;
 	sched_nqueued = sched_nrunning = 0;
 }
 
@@ -108,17 +117,6 @@ sched_batch_begin(void)
 		return error;
 	sched_batch_open = true;
 	return 0;
-}
-
-static size_t
-sched_batch_len(void)
-{
-	struct task *task;
-	size_t n = 0;
-
-	TAILQ_FOREACH(task, &sched_batch, entry)
-		n++;
-	return n;
 }
 
 int
@@ -152,7 +150,7 @@ sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
 		*ret_cause = strdup("cannot generate a task id");
 		return error;
 	}
-	if (sched_nqueued + sched_batch_len() >= (size_t)kgymd_config->max_queued_tasks) {
+	if (sched_nqueued + sched_nbatch >= (size_t)kgymd_config->max_queued_tasks) {
 		if (asprintf(ret_cause, "the queue holds %zu tasks (max_queued_tasks)",
 		    sched_nqueued) < 0)
 			*ret_cause = NULL;
@@ -189,6 +187,7 @@ sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
 	if (task == NULL)
 		return -ENOMEM;
 	TAILQ_INSERT_TAIL(&sched_batch, task, entry);
+	sched_nbatch++;
 	snprintf(ret_id, idlen, "%s", task->id);
 	*ret_state = TASK_QUEUED;
 	*ret_existing = false;
@@ -205,6 +204,7 @@ sched_batch_commit(char **ret_cause)
 	if (!sched_batch_open)
 		return -EINVAL;
 	sched_batch_open = false;
+	sched_nbatch = 0;
 	if ((error = store_commit(kgymd_store)) < 0) {
 		store_rollback(kgymd_store);
 		while ((task = TAILQ_FIRST(&sched_batch)) != NULL) {
@@ -317,16 +317,13 @@ sched_start(struct task *task)
 	if (task->deadline != NULL)
 		evtimer_add(task->deadline, &tv);
 
-	task->in_start = true;
 	error = task->wf->p->start((struct kgym_task *)task, &cause);
-	task->in_start = false;
 	if (task->finished) {
-		/* The plugin ended the task from inside start(). */
+		/* The plugin ended the task from inside start(); the flush frees it. */
 		if (error < 0)
 			log_warnx("workflow %s: start failed after finishing task %s",
 			    task->wf->p->name, task->id);
 		free(cause);
-		task_free(task);
 		return;
 	}
 	if (error == -E2BIG) {
@@ -412,11 +409,8 @@ sched_dispatch(evutil_socket_t fd, short what, void *arg)
 static void
 sched_end(struct task *task, enum task_state state, json_t *result)
 {
-	const char *code, *message;
 	json_t *meta;
 	uint64_t now = stats_now_us(), queue_us = 0, run_us = 0;
-	char *text;
-	int error;
 
 	if (task->state == TASK_RUNNING) {
 		queue_us = task->started_us - task->enqueued_us;
@@ -435,16 +429,6 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 	json_object_set_new(meta, "attempt", json_integer(task->attempt));
 	json_object_set_new(meta, "workflow", json_string(task->workflow));
 
-	code = json_string_value(json_object_get(result, "error_code"));
-	message = json_string_value(json_object_get(result, "error_message"));
-	text = json_dumps(result, JSON_COMPACT);
-	error = store_mark_done(kgymd_store, task->id, state, code, message, text,
-	    stats_wall_ms());
-	if (error < 0)
-		log_errorx("task %s: the store could not record its end (%s); it will be "
-		    "retried after a restart", task->id, strerror(-error));
-	free(text);
-
 	if (task->state == TASK_RUNNING) {
 		TAILQ_REMOVE(&sched_running_list, task, entry);
 		sched_nrunning--;
@@ -454,23 +438,62 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 	}
 	pool_task_gone(task);	/* its job, if any, must not outlive it */
 	task->state = state;
+	task->finished = true;
+	task->result = result;
 	if (task->plugin_timer != NULL)
 		evtimer_del(task->plugin_timer);
 	if (task->deadline != NULL)
 		evtimer_del(task->deadline);
-	task_index_remove(task);
 	stats_task_done(state, queue_us, run_us);
 	log_debug("task %s %s", task->id, proto_state_name(state));
-	wait_task_done(task->id, state, result);
-	json_decref(result);
-
-	if (task->in_start)
-		task->finished = true;
-	else
-		task_free(task);
+	/* Durable first, then told: see sched_flush(). */
+	TAILQ_INSERT_TAIL(&sched_finishing, task, entry);
+	event_active(sched_flush_ev, 0, 0);
 	sched_kick();
 	if (sched_nrunning == 0 && sched_idle_cb != NULL)
 		sched_idle_cb();
+}
+
+/*
+ * Group commit: every task that ended since the last pass is written in one
+ * transaction, and only then are its waiters told.  A client never hears of
+ * a result that a crash could take back, and a burst of short tasks costs
+ * one commit instead of one each.
+ */
+static void
+sched_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct task *task;
+	const char *code, *message;
+	char *text;
+	bool tx;
+	int error;
+
+	if (TAILQ_EMPTY(&sched_finishing))
+		return;
+	tx = store_begin(kgymd_store) == 0;
+	TAILQ_FOREACH(task, &sched_finishing, entry) {
+		code = json_string_value(json_object_get(task->result, "error_code"));
+		message = json_string_value(json_object_get(task->result, "error_message"));
+		text = json_dumps(task->result, JSON_COMPACT);
+		error = store_mark_done(kgymd_store, task->id, task->state, code, message,
+		    text, stats_wall_ms());
+		if (error < 0)
+			log_errorx("task %s: the store could not record its end (%s); it "
+			    "will be retried after a restart", task->id, strerror(-error));
+		free(text);
+	}
+	if (tx && (error = store_commit(kgymd_store)) < 0) {
+		store_rollback(kgymd_store);
+		log_errorx("sched: the store could not commit %s; those tasks will be "
+		    "retried after a restart", strerror(-error));
+	}
+	while ((task = TAILQ_FIRST(&sched_finishing)) != NULL) {
+		TAILQ_REMOVE(&sched_finishing, task, entry);
+		task_index_remove(task);
+		wait_task_done(task->id, task->state, task->result);
+		task_free(task);
+	}
 }
 
 void
@@ -526,6 +549,10 @@ sched_cancel(const char *id, enum task_state *ret_state)
 			return error;
 		*ret_state = row->state;
 		store_row_free(row);
+		return -EALREADY;
+	}
+	if (task->finished) {
+		*ret_state = task->state;	/* ended, not yet committed */
 		return -EALREADY;
 	}
 	if (task->state == TASK_RUNNING && task->wf != NULL)

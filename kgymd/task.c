@@ -67,6 +67,7 @@ task_free(struct task *task)
 	if (task->deadline != NULL)
 		event_free(task->deadline);
 	json_decref(task->payload);
+	json_decref(task->result);
 	free(task->workflow);
 	free(task->id);
 	free(task);

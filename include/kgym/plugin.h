@@ -28,9 +28,10 @@
  *   1.0  (kgymd 0.1) first version: workflow ops (validate, start, cancel),
  *        backend ops (prepare, run), host table with log, alloc, config,
  *        task accessors, timers and task completion.
- *   1.1  (kgymd 0.1) sandboxed jobs: host->job_run for workflows; host
- *        ->gpu_lock and ->phase for backends inside a worker; the plugin
- *        field `syscalls` (a backend's documented seccomp additions).
+ *   1.1  (kgymd 0.1) sandboxed jobs: host->job_run and ->gpu_arch for
+ *        workflows; host->gpu_lock and ->phase for backends inside a
+ *        worker; the plugin field `syscalls` (a backend's documented seccomp
+ *        additions).
  */
 #ifndef KGYM_PLUGIN_H
 #define KGYM_PLUGIN_H
@@ -186,6 +187,13 @@ struct kgym_host {
 	 * the parent's deadline for that phase starts now.  NULL in the daemon.
 	 */
 	int (*phase)(const char *name);
+
+	/*
+	 * Workflows: the NVRTC architecture of this daemon's GPUs ("sm_90"),
+	 * learnt from the GPU workers, or NULL while none has reported yet (or
+	 * there is no GPU).  With GPUs of several architectures, the lowest.
+	 */
+	const char *(*gpu_arch)(void);
 };
 
 /*

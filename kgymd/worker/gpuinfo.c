@@ -28,6 +28,11 @@ typedef int (*cu_device_total_mem_fn)(size_t *, int);
 typedef int (*cu_primary_ctx_retain_fn)(void **, int);
 typedef int (*cu_ctx_set_current_fn)(void *);
 typedef int (*cu_get_error_string_fn)(int, const char **);
+typedef int (*cu_device_get_attribute_fn)(int *, int, int);
+
+/* CUdevice_attribute values (cuda.h), stable since CUDA 6.5. */
+#define GPUINFO_ATTR_CC_MAJOR	75
+#define GPUINFO_ATTR_CC_MINOR	76
 
 static void *gpuinfo_lib;
 
@@ -51,7 +56,9 @@ gpuinfo_init(char **ret_cause)
 	cu_primary_ctx_retain_fn retain;
 	cu_ctx_set_current_fn set_current;
 	cu_get_error_string_fn errstr;
-	char name[256];
+	cu_device_get_attribute_fn get_attr;
+	char name[256], cc[16];
+	int major = 0, minor = 0;
 	size_t mem = 0;
 	void *ctx = NULL;
 	int dev, rc;
@@ -68,19 +75,25 @@ gpuinfo_init(char **ret_cause)
 	retain = (cu_primary_ctx_retain_fn)dlsym(gpuinfo_lib, "cuDevicePrimaryCtxRetain");
 	set_current = (cu_ctx_set_current_fn)dlsym(gpuinfo_lib, "cuCtxSetCurrent");
 	errstr = (cu_get_error_string_fn)dlsym(gpuinfo_lib, "cuGetErrorString");
+	get_attr = (cu_device_get_attribute_fn)dlsym(gpuinfo_lib, "cuDeviceGetAttribute");
 	if (init == NULL || device_get == NULL || get_name == NULL || total_mem == NULL ||
-	    retain == NULL || set_current == NULL) {
+	    retain == NULL || set_current == NULL || get_attr == NULL) {
 		*ret_cause = strdup("the CUDA driver lacks a function kgymd-worker needs");
 		return NULL;
 	}
 	if ((rc = init(0)) != 0 || (rc = device_get(&dev, 0)) != 0 ||
 	    (rc = get_name(name, sizeof name, dev)) != 0 ||
-	    (rc = total_mem(&mem, dev)) != 0 || (rc = retain(&ctx, dev)) != 0 ||
+	    (rc = total_mem(&mem, dev)) != 0 ||
+	    (rc = get_attr(&major, GPUINFO_ATTR_CC_MAJOR, dev)) != 0 ||
+	    (rc = get_attr(&minor, GPUINFO_ATTR_CC_MINOR, dev)) != 0 ||
+	    (rc = retain(&ctx, dev)) != 0 ||
 	    (rc = set_current(ctx)) != 0) {
 		if (asprintf(ret_cause, "CUDA initialisation failed: %s (%d)",
 		    gpuinfo_error(errstr, rc), rc) < 0)
 			*ret_cause = NULL;
 		return NULL;
 	}
-	return json_pack("{s:s, s:I}", "name", name, "memory_bytes", (json_int_t)mem);
+	snprintf(cc, sizeof cc, "%d.%d", major, minor);
+	return json_pack("{s:s, s:I, s:s}", "name", name, "memory_bytes", (json_int_t)mem,
+	    "compute_capability", cc);
 }

@@ -51,6 +51,18 @@ struct backend_state {
 static struct backend_state *backends;
 static size_t nbackends;
 static char work_dir[4096];
+static char cache_dir[4096];
+
+/* FATAL without dying: the parent replaces us after this job's RESULT. */
+static void
+worker_fatal_soft(const char *message)
+{
+	json_t *o = json_pack("{s:s}", "message", message);
+
+	if (o != NULL)
+		ipc_send(WORKER_CHANNEL_FD, IPC_FATAL, o);
+	json_decref(o);
+}
 
 static void __attribute__((noreturn))
 worker_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -200,26 +212,35 @@ worker_run_job(json_t *job)
 {
 	json_int_t id = json_integer_value(json_object_get(job, "job"));
 	const char *name = json_string_value(json_object_get(job, "backend"));
-	const json_t *request = json_object_get(job, "request");
+	json_t *request = json_object_get(job, "request"), *job_request;
 	struct backend_state *b = name != NULL ? worker_find_backend(name) : NULL;
 	json_t *result = NULL, *reply;
 	char *cause = NULL;
 	int error;
 
+	/* The shared cache is the worker's to name: a job cannot point it elsewhere. */
+	job_request = json_is_object(request) ? json_copy(request) : json_object();
+	json_object_set_new(job_request, "cache_dir", json_string(cache_dir));
 	if (b == NULL) {
 		reply = json_pack("{s:I, s:s, s:s+}", "job", id, "error_code", "SYSTEM_ERROR",
 		    "error_message", "no backend in this worker serves ", name ?: "(none)");
 	} else if (b->unready != NULL) {
 		reply = json_pack("{s:I, s:s, s:s}", "job", id, "error_code", "SYSTEM_ERROR",
 		    "error_message", b->unready);
-	} else if ((error = b->plugin->p->run(request, &result, &cause)) < 0 ||
+	} else if ((error = b->plugin->p->run(job_request, &result, &cause)) < 0 ||
 	    !json_is_object(result)) {
 		reply = json_pack("{s:I, s:s, s:s}", "job", id, "error_code", "SYSTEM_ERROR",
 		    "error_message", cause != NULL ? cause : "the backend failed without a reason");
 		json_decref(result);
 	} else {
+		/* A backend that hit a sticky error asks for a fresh process. */
+		if (json_is_true(json_object_get(result, "recycle_worker"))) {
+			json_object_del(result, "recycle_worker");
+			worker_fatal_soft("the backend hit an unrecoverable error; replace this worker");
+		}
 		reply = json_pack("{s:I, s:o}", "job", id, "result", result);
 	}
+	json_decref(job_request);
 	free(cause);
 	if (reply == NULL || ipc_send(WORKER_CHANNEL_FD, IPC_RESULT, reply) < 0)
 		_exit(1);	/* the parent is gone or we cannot speak: nothing to do */
@@ -249,6 +270,7 @@ main(int argc, char **argv)
 	struct sandbox_report report = { 0 };
 	struct sandbox_policy policy = { 0 };
 	const char **extra;
+	const char *cache_paths[] = { cache_dir, NULL };
 	json_t *gpu = NULL, *msg;
 	char *cause = NULL, why[256];
 	unsigned int type;
@@ -266,6 +288,7 @@ main(int argc, char **argv)
 	whost_set_max_message(kgymd_config->max_message_bytes);
 
 	snprintf(work_dir, sizeof work_dir, "%s/work/%s", kgymd_config->state_dir, args.name);
+	snprintf(cache_dir, sizeof cache_dir, "%s/cache", kgymd_config->state_dir);
 	if (chdir(work_dir) < 0)
 		worker_die("cannot enter %s: %s", work_dir, strerror(errno));
 	worker_wipe();
@@ -280,6 +303,11 @@ main(int argc, char **argv)
 
 	policy.work_dir = work_dir;
 	policy.gpu = args.gpu >= 0;
+	/* The compile cache: CPU workers fill it, GPU workers only read it. */
+	if (args.gpu >= 0)
+		policy.ro_paths = cache_paths;
+	else
+		policy.rw_paths = cache_paths;
 	policy.extra_syscalls = extra = worker_extra_syscalls();
 	policy.memory_bytes = kgymd_config->job_memory_bytes;
 	policy.max_files = kgymd_config->job_max_files;

@@ -176,6 +176,18 @@ def test_sigterm_lets_running_work_finish():
         d.cleanup()
 
 
+def test_half_closed_client_still_answered():
+    import socket
+    with k.Daemon() as d:
+        c = d.connect()
+        rid = c.send({"op": "submit", "task": k.selftest_task(200), "wait": True})
+        c.sock.shutdown(socket.SHUT_WR)  # like `echo ... | socat`
+        events, final = c.collect_wait(rid)
+        k.check(len(events) == 1 and events[0]["state"] == "completed", events)
+        k.check(final["done"], final)
+        k.check(c.read_line() is None, "closed once everything was answered")
+
+
 def test_sighup_reload():
     import signal
     with k.Daemon(kgymd_conf="max_queued_tasks = 1\nmax_running_tasks = 1") as d:
@@ -204,4 +216,5 @@ if __name__ == "__main__":
            test_submit_batch_with_wait, test_idempotent_submit, test_cancel_queued_and_running,
            test_priority_order, test_wait_timeout_and_not_found, test_drain_and_shutdown,
            test_sigterm_requeues_running_and_restart_finishes,
-           test_sigterm_lets_running_work_finish, test_sighup_reload])
+           test_sigterm_lets_running_work_finish, test_half_closed_client_still_answered,
+           test_sighup_reload])
