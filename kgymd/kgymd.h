@@ -195,6 +195,7 @@ struct task_spec {
 	const char *workflow;
 	enum task_prio prio;
 	double timeout_s;		/* 0: the configured default */
+	int64_t gpu_memory_bytes;	/* resources.gpu_memory_bytes; 0 undeclared */
 	json_t *payload;		/* borrowed */
 };
 
@@ -256,6 +257,7 @@ struct store_row {
 	enum task_prio prio;
 	enum task_state state;
 	double timeout_s;
+	int64_t gpu_memory_bytes;	/* resources.gpu_memory_bytes; 0 undeclared */
 	char *payload;			/* JSON text */
 	int attempt;			/* times dispatched */
 	int64_t created_ms;		/* wall clock, ms since the epoch */
@@ -414,6 +416,7 @@ struct task {
 	enum task_state state;		/* TASK_QUEUED or TASK_RUNNING */
 	int attempt;
 	double timeout_s;
+	int64_t gpu_memory_bytes;	/* declared by the task; 0: none */
 	int64_t created_ms;		/* wall clock */
 	uint64_t enqueued_us;		/* monotonic, for queue latency */
 	uint64_t started_us;		/* monotonic */

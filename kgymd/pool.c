@@ -265,7 +265,7 @@ int
 pool_job_run(struct task *task, const struct kgym_job_spec *spec,
     void (*done)(struct kgym_task *, const struct kgym_job_outcome *), char **ret_cause)
 {
-	uint64_t largest = 0;
+	uint64_t largest = 0, need;
 	struct job *job;
 	size_t i;
 
@@ -298,9 +298,11 @@ pool_job_run(struct task *task, const struct kgym_job_spec *spec,
 			else if (pool_gpus[i].memory_bytes > largest)
 				largest = pool_gpus[i].memory_bytes;
 		}
-		if (spec->gpu_memory_bytes > largest) {
+		need = spec->gpu_memory_bytes > 0 ? spec->gpu_memory_bytes :
+		    (uint64_t)task->gpu_memory_bytes;
+		if (need > largest) {
 			if (asprintf(ret_cause, "the job needs %llu bytes of GPU memory; the "
-			    "largest GPU has %llu", (unsigned long long)spec->gpu_memory_bytes,
+			    "largest GPU has %llu", (unsigned long long)need,
 			    (unsigned long long)largest) < 0)
 				*ret_cause = NULL;
 			return -E2BIG;
@@ -313,7 +315,9 @@ pool_job_run(struct task *task, const struct kgym_job_spec *spec,
 	job->backend = strdup(spec->backend);
 	job->where = spec->where;
 	job->request = spec->request != NULL ? json_deep_copy(spec->request) : json_object();
-	job->gpu_memory_bytes = spec->gpu_memory_bytes;
+	/* The backend's estimate, else what the task declared (resources). */
+	job->gpu_memory_bytes = spec->gpu_memory_bytes > 0 ? spec->gpu_memory_bytes :
+	    (uint64_t)task->gpu_memory_bytes;
 	job->phase = strdup(spec->phase != NULL ? spec->phase : "run");
 	job->done = done;
 	if (job->backend == NULL || job->request == NULL || job->phase == NULL) {

@@ -388,6 +388,23 @@ proto_parse_task(json_t *task, double max_timeout_s, struct task_spec *ret_spec,
 			return -EINVAL;
 		}
 	}
+	if ((v = json_object_get(task, "resources")) != NULL) {
+		json_t *mem;
+
+		if (!json_is_object(v)) {
+			proto_error_set(err, "bad_request", "field 'resources': expected an object, got %s",
+			    proto_json_type_name(v));
+			return -EINVAL;
+		}
+		mem = json_object_get(v, "gpu_memory_bytes");
+		if (mem != NULL && (!json_is_integer(mem) || json_integer_value(mem) < 0 ||
+		    json_integer_value(mem) > (INT64_C(1) << 50))) {
+			proto_error_set(err, "bad_request", "field 'resources.gpu_memory_bytes': "
+			    "expected an integer from 0 to 2^50");
+			return -EINVAL;
+		}
+		spec.gpu_memory_bytes = mem != NULL ? json_integer_value(mem) : 0;
+	}
 	v = json_object_get(task, "payload");
 	if (v == NULL) {
 		proto_error_set(err, "bad_request", "field 'payload' is missing: expected an object");

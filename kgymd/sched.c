@@ -163,6 +163,7 @@ sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
 	row.prio = spec->prio;
 	row.state = TASK_QUEUED;
 	row.timeout_s = spec->timeout_s;
+	row.gpu_memory_bytes = spec->gpu_memory_bytes;
 	row.payload = payload;
 	row.created_ms = stats_wall_ms();
 	error = store_insert(kgymd_store, &row, &seq);
@@ -186,6 +187,7 @@ sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
 	    row.created_ms);
 	if (task == NULL)
 		return -ENOMEM;
+	task->gpu_memory_bytes = spec->gpu_memory_bytes;
 	TAILQ_INSERT_TAIL(&sched_batch, task, entry);
 	sched_nbatch++;
 	snprintf(ret_id, idlen, "%s", task->id);
@@ -239,6 +241,7 @@ sched_restore(const struct store_row *row)
 	if (task == NULL)
 		return -ENOMEM;
 	task->attempt = row->attempt;
+	task->gpu_memory_bytes = row->gpu_memory_bytes;
 	if ((error = task_index_add(task)) < 0) {
 		task_free(task);
 		return error;

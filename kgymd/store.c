@@ -58,6 +58,7 @@ static const char store_schema[] =
 	" priority INTEGER NOT NULL,"
 	" state INTEGER NOT NULL,"
 	" timeout_s REAL NOT NULL DEFAULT 0,"
+	" gpu_memory_bytes INTEGER NOT NULL DEFAULT 0,"
 	" payload TEXT,"
 	" attempt INTEGER NOT NULL DEFAULT 0,"
 	" created_ms INTEGER NOT NULL DEFAULT 0,"
@@ -73,16 +74,18 @@ static const char store_schema[] =
 /* Column order of every SELECT that fills a struct store_row. */
 enum store_col {
 	COL_SEQ, COL_ID, COL_WORKFLOW, COL_PRIORITY, COL_STATE, COL_TIMEOUT,
-	COL_PAYLOAD, COL_ATTEMPT, COL_CREATED, COL_STARTED, COL_FINISHED,
+	COL_GPU_MEMORY, COL_PAYLOAD, COL_ATTEMPT, COL_CREATED, COL_STARTED, COL_FINISHED,
 	COL_ERROR_CODE, COL_ERROR_MESSAGE, COL_RESULT
 };
 
 #define STORE_COLS_FULL \
-	"seq, id, workflow, priority, state, timeout_s, payload, attempt," \
+	"seq, id, workflow, priority, state, timeout_s, gpu_memory_bytes, payload," \
+	" attempt," \
 	" created_ms, started_ms, finished_ms, error_code, error_message, result"
 /* Listings leave the two big texts out. */
 #define STORE_COLS_BRIEF \
-	"seq, id, workflow, priority, state, timeout_s, NULL, attempt," \
+	"seq, id, workflow, priority, state, timeout_s, gpu_memory_bytes, NULL," \
+	" attempt," \
 	" created_ms, started_ms, finished_ms, error_code, error_message, NULL"
 
 enum store_sql {
@@ -101,8 +104,8 @@ static const char *const store_sql_text[SQL__COUNT] = {
 	[SQL_ROLLBACK] = "ROLLBACK",
 	[SQL_INSERT] = "INSERT INTO tasks (id, workflow, priority, state,"
 	    " timeout_s, payload, attempt, created_ms, started_ms, finished_ms,"
-	    " error_code, error_message, result)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+	    " error_code, error_message, result, gpu_memory_bytes)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
 	[SQL_GET] = "SELECT " STORE_COLS_FULL " FROM tasks WHERE id = ?1",
 	[SQL_STATE] = "SELECT state FROM tasks WHERE id = ?1",
 	/* A terminal row is final: no statement below may bring it back. */
@@ -290,6 +293,7 @@ store_row_read(sqlite3_stmt *st, struct store_row **ret_row)
 	row->prio = (enum task_prio)sqlite3_column_int(st, COL_PRIORITY);
 	row->state = (enum task_state)sqlite3_column_int(st, COL_STATE);
 	row->timeout_s = sqlite3_column_double(st, COL_TIMEOUT);
+	row->gpu_memory_bytes = sqlite3_column_int64(st, COL_GPU_MEMORY);
 	row->attempt = sqlite3_column_int(st, COL_ATTEMPT);
 	row->created_ms = sqlite3_column_int64(st, COL_CREATED);
 	row->started_ms = sqlite3_column_int64(st, COL_STARTED);
@@ -650,6 +654,7 @@ store_insert(struct store *store, const struct store_row *row, int64_t *ret_seq)
 	store_bind_text(st, 11, row->error_code, &rc);
 	store_bind_text(st, 12, row->error_message, &rc);
 	store_bind_text(st, 13, row->result, &rc);
+	store_bind_int64(st, 14, row->gpu_memory_bytes, &rc);
 	if (rc != SQLITE_OK)
 		return store_bind_failed(store, st, rc, "insert");
 	if ((err = store_step_done(store, st, "insert")) != 0)

@@ -214,11 +214,16 @@ def test_memory_admission():
     with k.Daemon(gpus="0", kgymd_conf="workers_per_gpu = 4",
                   workers_conf="cpu_workers = 0\ngpu_memory = 1G\n" + WORKERS) as d:
         wait_ready(d, 4)
-        big = k.selftest_task(0, action="ok")
-        big["payload"].update(device="gpu", gpu_memory_bytes=2 << 30)
-        e = run_task(d, **big["payload"])
+        # declared by the task itself (resources), larger than the GPU: fails at once
+        big = k.selftest_task(0, action="ok", resources={"gpu_memory_bytes": 2 << 30})
+        big["payload"]["device"] = "gpu"
+        r = d.request({"op": "submit", "task": big, "wait": True})
+        events, _ = d.client.collect_wait(r["id"])
+        e = events[0]
         k.check(e["state"] == "failed" and e["result"]["error_code"] == "RESOURCE_ERROR", e)
         k.check("memory" in e["result"]["error_message"], e)
+        r = d.request({"op": "submit", "task": k.selftest_task(0, resources={"gpu_memory_bytes": "1G"})})
+        k.check(r["rejected"] and "resources.gpu_memory_bytes" in r["rejected"][0]["error"]["message"], r)
         tasks = []
         for _ in range(4):
             tasks.append(k.selftest_task(0, action="gpu_shared"))
