@@ -366,55 +366,49 @@ output_bytes(json_t *v, char *buf, size_t size)
 	return buf;
 }
 
-/* A worker, whatever fields kgymd reports for it, as "key=value ...". */
-static char *
-output_object(json_t *obj)
+/* One row of the worker table; sandbox reads "seccomp+landlock7" or "OFF". */
+static void
+output_worker_row(struct output_table *t, json_t *worker)
 {
-	char *s = NULL, val[256];
-	const char *key;
-	bool first = true;
-	size_t len = 0;
-	json_t *v;
-	FILE *fp;
+	const char *cells[8];
+	char pid[32], jobs[32], sandbox[48];
+	json_t *sb = json_object_get(worker, "sandbox");
 
-	if (!json_is_object(obj))
-		return json_dumps(obj, JSON_COMPACT | JSON_ENCODE_ANY);
-	fp = open_memstream(&s, &len);
-	if (fp == NULL)
-		return NULL;
-	json_object_foreach(obj, key, v) {
-		fprintf(fp, "%s%s=%s", first ? "" : " ", key, output_scalar(v, val, sizeof val));
-		first = false;
-	}
-	if (fclose(fp) != 0) {
-		free(s);
-		return NULL;
-	}
-	return s;
+	if (!json_is_object(sb))
+		snprintf(sandbox, sizeof sandbox, "-");
+	else if (!json_is_true(json_object_get(sb, "seccomp")))
+		snprintf(sandbox, sizeof sandbox, "OFF");
+	else
+		snprintf(sandbox, sizeof sandbox, "seccomp+landlock%lld",
+		    (long long)json_integer_value(json_object_get(sb, "landlock_abi")));
+	cells[0] = output_str(worker, "name");
+	cells[1] = output_scalar(json_object_get(worker, "pid"), pid, sizeof pid);
+	cells[2] = output_str(worker, "state");
+	cells[3] = output_str(worker, "task_id");
+	cells[4] = output_str(worker, "phase");
+	cells[5] = output_scalar(json_object_get(worker, "jobs_done"), jobs, sizeof jobs);
+	cells[6] = output_str(worker, "lock");
+	cells[7] = sandbox;
+	output_table_add(t, cells);
 }
 
 static void
-output_worker_rows(json_t *gpus)
+output_worker_rows(json_t *gpus, json_t *cpu_workers)
 {
-	static const char *const headers[] = { "GPU", "WORKER" };
+	static const char *const headers[] = {
+		"WORKER", "PID", "STATE", "TASK", "PHASE", "JOBS", "LOCK", "SANDBOX"
+	};
 	struct output_table *t;
-	const char *cells[2];
-	char idx[32], *desc;
 	json_t *gpu, *worker;
 	size_t i, j;
 
-	t = output_table_new(2, headers);
-	if (t == NULL)
+	if ((t = output_table_new(8, headers)) == NULL)
 		return;
-	json_array_foreach(gpus, i, gpu) {
-		json_array_foreach(json_object_get(gpu, "workers"), j, worker) {
-			desc = output_object(worker);
-			cells[0] = output_scalar(json_object_get(gpu, "index"), idx, sizeof idx);
-			cells[1] = desc;
-			output_table_add(t, cells);
-			free(desc);
-		}
-	}
+	json_array_foreach(gpus, i, gpu)
+		json_array_foreach(json_object_get(gpu, "workers"), j, worker)
+			output_worker_row(t, worker);
+	json_array_foreach(cpu_workers, j, worker)
+		output_worker_row(t, worker);
 	if (output_table_rows(t) > 0) {
 		putchar('\n');
 		output_table_print(t, stdout);
@@ -455,12 +449,11 @@ output_show_workers(json_t *reply)
 	json_t *gpus = json_object_get(reply, "gpus");
 	char per[32];
 
-	if (json_array_size(gpus) == 0) {
+	if (json_array_size(gpus) == 0)
 		puts("no GPUs");
-	} else {
+	else
 		output_gpu_table(gpus);
-		output_worker_rows(gpus);
-	}
+	output_worker_rows(gpus, json_object_get(reply, "cpu_workers"));
 	printf("\nworkers per GPU: %s\n",
 	    output_scalar(json_object_get(reply, "workers_per_gpu"), per, sizeof per));
 	if (json_string_value(json_object_get(reply, "note")) != NULL)

@@ -651,6 +651,7 @@ struct worker {
 	struct job *job;		/* the job it runs */
 	unsigned int jobs_done;
 	bool recycle;			/* replace after this job */
+	bool hello_seen;		/* it started; a death before is a failed start */
 	bool killed_by_us;
 	int lock_held;			/* 0 or enum kgym_gpu_lock */
 	int lock_wanted;

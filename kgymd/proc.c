@@ -175,6 +175,14 @@ proc_deadline(evutil_socket_t fd, short what, void *arg)
 	const char *phase = pool_job_phase(w);
 	struct timeval tv = proc_tv(kgymd_config->kill_grace_s);
 
+	if (!w->hello_seen) {
+		log_warnx("worker %s (pid %ld) did not report ready within start_timeout "
+		    "(%g s); killing it", w->name, (long)w->pid,
+		    kgymd_config->worker_start_timeout_s);
+		w->killed_by_us = true;
+		proc_signal_group(w, SIGKILL);
+		return;
+	}
 	free(w->timed_out_phase);
 	w->timed_out_phase = strdup(phase != NULL ? phase : "run");
 	w->timed_out_after = proc_phase_deadline(phase);
@@ -203,6 +211,7 @@ proc_on_hello(struct worker *w, json_t *msg)
 
 	evtimer_del(w->deadline);
 	w->state = W_IDLE;
+	w->hello_seen = true;
 	w->start_failures = 0;
 	log_info("worker %s ready (pid %ld%s%s, seccomp %s, landlock %s)", w->name,
 	    (long)w->pid, w->gpu >= 0 ? ", " : "",
@@ -540,6 +549,7 @@ proc_spawn(struct worker *w)
 	}
 	w->pid = pid;
 	w->state = W_STARTING;
+	w->hello_seen = false;
 	w->recycle = false;
 	w->killed_by_us = false;
 	w->jobs_done = 0;
@@ -608,7 +618,7 @@ proc_reaped(struct worker *w, int status)
 	const char *code = NULL;
 	bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
 	    w->kill_code == NULL && w->timed_out_phase == NULL;
-	bool in_start = w->state == W_STARTING;
+	bool in_start = !w->hello_seen;
 	struct timeval tv = { 0 };
 
 	evtimer_del(w->deadline);
@@ -635,7 +645,7 @@ proc_reaped(struct worker *w, int status)
 	w->pid = 0;
 	if (pool_is_stopping())
 		return;
-	if (in_start && !w->killed_by_us) {
+	if (in_start) {
 		/* A worker that cannot start: back off instead of spinning. */
 		w->start_failures++;
 		tv.tv_sec = 1 << (w->start_failures < 5 ? w->start_failures : 5);

@@ -235,6 +235,14 @@ def test_memory_admission():
             k.check(b[0] >= a[1], "600M jobs on a 1G GPU never run together: %r" % iv)
 
 
+def test_unstartable_worker_backs_off():
+    with k.Daemon(worker="/nonexistent/kgymd-worker", workers_conf="cpu_workers = 1") as d:
+        time.sleep(1.5)
+        starts = d.read_log().count("failed to start")
+        k.check(1 <= starts <= 3, "respawns back off: %d failed starts in 1.5 s" % starts)
+        k.check(d.request({"op": "health"})["ok"], "the daemon keeps serving")
+
+
 def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
@@ -282,4 +290,4 @@ def test_1000_task_mix():
 if __name__ == "__main__":
     k.run([test_each_action_and_recovery, test_no_secret_reachable, test_cancel_kills_running_job,
            test_exclusive_never_overlaps, test_writer_not_starved, test_memory_admission,
-           test_1000_task_mix])
+           test_unstartable_worker_backs_off, test_1000_task_mix])
