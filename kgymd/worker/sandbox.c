@@ -192,7 +192,12 @@ static const struct sandbox_special sandbox_specials[] = {
 	    "read; glibc then falls back to clone" },
 	{ "kill", SB_COND_SELF, 0, "to this process only" },
 	{ "tgkill", SB_COND_SELF, 0, "to this process's threads only" },
-	{ "prlimit64", SB_COND_GET_ONLY, 0, "reading only (new_limit NULL)" },
+	/*
+	 * NVRTC raises its own RLIMIT_STACK on every compile and carries on
+	 * when refused: setting fails with EPERM rather than killing.
+	 */
+	{ "prlimit64", SB_COND_GET_ONLY, EPERM,
+	    "reading only (new_limit NULL); setting fails with EPERM" },
 	{ "prctl", SB_COND_PRCTL_NAME, 0, "PR_SET_NAME and PR_GET_NAME only" },
 	{ "socket", SB_COND_AF_UNIX, 0, "AF_UNIX only, where a list has it" },
 	{ "ioctl", SB_COND_NONE, ENOTTY,
@@ -773,6 +778,10 @@ sandbox_seccomp_allow(scmp_filter_ctx ctx, const char *name, bool extra,
 	case SB_COND_GET_ONLY:
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
 		    sandbox_arg(2, SCMP_CMP_EQ, 0, 0));
+		/* Setting, when the special says so, fails softly instead of killing. */
+		if (rc == 0 && sp->err != 0)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO((uint32_t)sp->err), sys, 1,
+			    sandbox_arg(2, SCMP_CMP_NE, 0, 0));
 		break;
 	case SB_COND_AF_UNIX:
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,

@@ -436,12 +436,19 @@ child_kill_parent(void)
 	return kill(getppid(), 0) == 0 ? 0 : 1;
 }
 
+/* Changing a limit is refused with EPERM (NVRTC tries, and copes). */
 static int
 child_setrlimit(void)
 {
-	struct rlimit rl = { 16, 16 };
+	struct rlimit rl = { 16, 16 }, now;
 
-	return setrlimit(RLIMIT_NOFILE, &rl) == 0 ? 0 : 1;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+		return 1;
+	if (errno != EPERM)
+		return 2;
+	if (getrlimit(RLIMIT_NOFILE, &now) < 0 || now.rlim_cur == 16)
+		return 3;
+	return 0;
 }
 
 static int
@@ -502,7 +509,7 @@ test_kill_parent(void **state)
 static void
 test_setrlimit(void **state)
 {
-	assert_killed(run_simple(child_setrlimit), SIGSYS);
+	assert_exited(run_simple(child_setrlimit), 0);
 }
 
 /*

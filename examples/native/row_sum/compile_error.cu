@@ -1,0 +1,20 @@
+// row_sum, does not compile: a misspelt built-in variable (blockDIm).
+extern "C" __global__ void
+row_sum(const float *x, float *out, int rows, int cols)
+{
+	extern __shared__ float partial[];
+	const float *row = x + (long)blockIdx.x * cols;
+	float acc = 0.0f;
+
+	for (int c = threadIdx.x; c < cols; c += blockDIm.x)
+		acc += row[c];
+	partial[threadIdx.x] = acc;
+	__syncthreads();
+	for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+		if (threadIdx.x < s)
+			partial[threadIdx.x] += partial[threadIdx.x + s];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		out[blockIdx.x] = partial[0];
+}

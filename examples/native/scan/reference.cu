@@ -1,0 +1,36 @@
+// scan reference: inclusive prefix sum of every row of an int32 matrix.
+// One block per row: each thread sums a contiguous chunk, the chunk totals
+// are scanned in shared memory (Hillis-Steele, double-buffered), then each
+// thread writes its chunk's running sums starting from its offset.
+extern "C" __global__ void
+scan_rows(const int *x, int *out, int rows, int cols)
+{
+	extern __shared__ int buf[];	/* 2 * blockDim.x ints */
+	const int *row = x + (long)blockIdx.x * cols;
+	int *orow = out + (long)blockIdx.x * cols;
+	int chunk = (cols + blockDim.x - 1) / blockDim.x;
+	int begin = threadIdx.x * chunk;
+	int end = min(begin + chunk, cols);
+	int total = 0, in = 0;
+
+	for (int c = begin; c < end; c++)
+		total += row[c];
+	buf[threadIdx.x] = total;
+	__syncthreads();
+	for (int off = 1; off < (int)blockDim.x; off *= 2) {
+		int v = buf[in * blockDim.x + threadIdx.x];
+
+		if (threadIdx.x >= off)
+			v += buf[in * blockDim.x + threadIdx.x - off];
+		buf[(1 - in) * blockDim.x + threadIdx.x] = v;
+		in = 1 - in;
+		__syncthreads();
+	}
+	/* Inclusive scan of totals: this thread starts after the ones before. */
+	int run = buf[in * blockDim.x + threadIdx.x] - total;
+
+	for (int c = begin; c < end; c++) {
+		run += row[c];
+		orow[c] = run;
+	}
+}

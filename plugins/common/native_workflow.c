@@ -1,0 +1,919 @@
+/*
+ * native_workflow.c -- the task flow of the native workflows (kernelbench,
+ * kernel_simple): validate, compile job, evaluate job, result.
+ *
+ * A task goes through two sandboxed jobs of the nvrtc backend:
+ *
+ *   1. "compile" on a CPU worker: the reference and the candidate are
+ *      compiled by NVRTC for the GPUs' architecture (host->gpu_arch, else
+ *      the `arch` config key).  A candidate that does not compile ends the
+ *      task here, failed with COMPILATION_ERROR and NVRTC's log; a
+ *      reference that does not compile is the problem's fault
+ *      (VALIDATION_ERROR).
+ *   2. "evaluate" on a GPU slot, admitted with the device memory spec.c
+ *      estimates: correctness trials on inputs drawn from a secret seed
+ *      made here (getrandom, never shown to the candidate), then timing.
+ *      Its result becomes the task's, with the compile figures added to
+ *      metadata.  A job that dies (an obituary) fails the task with the
+ *      obituary's error code.
+ *
+ * Reference cubins are kept in memory (an LRU keyed by SHA-256 of the
+ * architecture, the reference source and its options), so the many
+ * candidates of one problem that RL training sends compile only their own
+ * source; force_refresh bypasses it, and asks the compile job to bypass the
+ * workers' shared cubin cache too (units[].force; the worker names that
+ * cache's directory itself, under state_dir, so no job can point it
+ * elsewhere).
+ * Reference *timings* are deliberately not cached: DESIGN §8 wants the
+ * reference and the candidate timed interleaved (ABAB) in the same worker
+ * under the same clocks and L2 state, and a cached number would compare
+ * the candidate with another moment's GPU.  The result says so
+ * (metadata.reference_timing_cached = false).
+ */
+#include "config.h"
+
+#include <sys/queue.h>
+#include <sys/random.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+
+#include "native_workflow.h"
+
+#define NW_BACKEND		"nvrtc"
+#define NW_DEFAULT_ARCH		"sm_90"
+#define NW_DEFAULT_REF_ENTRIES	1024
+#define NW_DEFAULT_REF_BYTES	(UINT64_C(64) << 20)
+/* DESIGN §8: correctness is judged on at least this many trials. */
+#define NW_MIN_CORRECT_TRIALS	5
+/*
+ * Timed pairs: the nvrtc backend's bounds.  Fewer than 10 give no 95%
+ * interval of the median worth the name, so KernelGYM's num_perf_trials
+ * (often small) is raised to that; it is the budget, the adaptive stop
+ * (timing_rel_precision) usually ends sooner.
+ */
+#define NW_MIN_TIMING_TRIALS	10
+#define NW_MAX_TIMING_TRIALS	100000
+#define NW_ERRLEN		2048
+
+static const struct nw_kind *nw;
+static const struct kgym_host *host;
+static const struct kgym_plugin_handle *self;
+
+static struct {
+	char arch[32];
+	struct spec_limits limits;
+	size_t ref_entries;
+	uint64_t ref_bytes;
+	double timing_rel_precision;	/* 0: the backend's default */
+	json_int_t max_timing_trials;	/* 0: the backend's default */
+	double max_timing_ms;		/* 0: the backend's default */
+} cfg;
+
+/* One cached reference cubin. */
+struct nw_ref {
+	unsigned char key[32];
+	json_t *cubin_b64;		/* a JSON string, shared with requests */
+	size_t bytes;
+	TAILQ_ENTRY(nw_ref) lru;	/* most recently used first */
+};
+TAILQ_HEAD(nw_ref_list, nw_ref);
+static struct nw_ref_list nw_refs = TAILQ_HEAD_INITIALIZER(nw_refs);
+static size_t nw_nrefs;
+static uint64_t nw_ref_total;
+
+/* Per task, from start() until the task ends. */
+struct nw_task {
+	struct spec *spec;
+	uint64_t device_bytes;
+	char arch[32];
+	bool force;
+	bool has_ref_key;
+	unsigned char ref_key[32];
+	json_t *ref_cubin;		/* string, or NULL: no reference / not yet */
+	const char *ref_source;		/* "memory", "disk" or "compiled" */
+	json_t *meta;			/* metadata gathered on the way */
+	double t_job;			/* when the current job was asked for */
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static double
+nw_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static char *
+nw_strdup_host(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = host->alloc(n);
+
+	if (d != NULL)
+		memcpy(d, s, n);
+	return d;
+}
+
+static int
+nw_cause(char **ret_cause, int error, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* *ret_cause = a host-freeable message; returns `error`. */
+static int
+nw_cause(char **ret_cause, int error, const char *fmt, ...)
+{
+	char buf[NW_ERRLEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	*ret_cause = nw_strdup_host(buf);
+	return error;
+}
+
+static int
+nw_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int
+nw_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* ------------------------------------------------------------ config */
+
+/* "64M"-style sizes: digits with an optional K, M or G (powers of 1024). */
+static int
+nw_parse_size(const char *s, uint64_t *ret)
+{
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	if (s == NULL || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0)
+		return -EINVAL;
+	switch (*end) {
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	default: break;
+	}
+	if (*end != '\0' || (shift > 0 && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*ret = (uint64_t)v << shift;
+	return 0;
+}
+
+static int
+nw_parse_double(const char *s, double lo, double hi, double *ret)
+{
+	char *end;
+	double v;
+
+	if (s == NULL || *s == '\0')
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno != 0 || *end != '\0' || !isfinite(v) || v < lo || v > hi)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+/* sm_NN with an optional letter (sm_90a): what NVRTC's -arch takes. */
+static bool
+nw_arch_valid(const char *a)
+{
+	size_t n = strlen(a), i = 3;
+
+	if (n < 5 || n >= sizeof cfg.arch || strncmp(a, "sm_", 3) != 0)
+		return false;
+	while (i < n && isdigit((unsigned char)a[i]))
+		i++;
+	if (i < 5)
+		return false;
+	if (i < n && islower((unsigned char)a[i]))
+		i++;
+	return i == n;
+}
+
+static int
+nw_read_config(char **ret_cause)
+{
+	const char *v;
+	uint64_t u;
+
+	memset(&cfg, 0, sizeof cfg);
+	snprintf(cfg.arch, sizeof cfg.arch, "%s", NW_DEFAULT_ARCH);
+	cfg.ref_entries = NW_DEFAULT_REF_ENTRIES;
+	cfg.ref_bytes = NW_DEFAULT_REF_BYTES;
+
+	if ((v = host->config_get(self, "arch")) != NULL) {
+		if (!nw_arch_valid(v))
+			return nw_cause(ret_cause, -EINVAL, "arch = %s: expected an NVRTC "
+			    "architecture such as sm_90", v);
+		snprintf(cfg.arch, sizeof cfg.arch, "%s", v);
+	}
+	if ((v = host->config_get(self, "max_source_bytes")) != NULL) {
+		if (nw_parse_size(v, &u) < 0 || u == 0 || u > SIZE_MAX)
+			return nw_cause(ret_cause, -EINVAL, "max_source_bytes = %s: expected "
+			    "a size such as 1M", v);
+		cfg.limits.max_source_bytes = (size_t)u;
+	}
+	if ((v = host->config_get(self, "max_tensor_bytes")) != NULL) {
+		if (nw_parse_size(v, &u) < 0 || u == 0)
+			return nw_cause(ret_cause, -EINVAL, "max_tensor_bytes = %s: expected "
+			    "a size such as 16G", v);
+		cfg.limits.max_tensor_bytes = u;
+	}
+	if ((v = host->config_get(self, "reference_cache_entries")) != NULL) {
+		if (nw_parse_size(v, &u) < 0 || u > 1000000)
+			return nw_cause(ret_cause, -EINVAL, "reference_cache_entries = %s: "
+			    "expected a number from 0 to 1000000", v);
+		cfg.ref_entries = (size_t)u;
+	}
+	if ((v = host->config_get(self, "reference_cache_bytes")) != NULL) {
+		if (nw_parse_size(v, &u) < 0)
+			return nw_cause(ret_cause, -EINVAL, "reference_cache_bytes = %s: "
+			    "expected a size such as 64M", v);
+		cfg.ref_bytes = u;
+	}
+	if ((v = host->config_get(self, "timing_rel_precision")) != NULL &&
+	    nw_parse_double(v, 1e-6, 1.0, &cfg.timing_rel_precision) < 0)
+		return nw_cause(ret_cause, -EINVAL, "timing_rel_precision = %s: expected a "
+		    "number from 1e-6 to 1, such as 0.005", v);
+	if ((v = host->config_get(self, "max_timing_ms")) != NULL &&
+	    nw_parse_double(v, 1.0, 3600e3, &cfg.max_timing_ms) < 0)
+		return nw_cause(ret_cause, -EINVAL, "max_timing_ms = %s: expected "
+		    "milliseconds from 1 to 3600000", v);
+	if ((v = host->config_get(self, "max_timing_trials")) != NULL) {
+		if (nw_parse_size(v, &u) < 0 || u < NW_MIN_TIMING_TRIALS ||
+		    u > NW_MAX_TIMING_TRIALS)
+			return nw_cause(ret_cause, -EINVAL, "max_timing_trials = %s: "
+			    "expected a number from %d to %d", v, NW_MIN_TIMING_TRIALS,
+			    NW_MAX_TIMING_TRIALS);
+		cfg.max_timing_trials = (json_int_t)u;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ reference cubin cache */
+
+static void
+nw_ref_free(struct nw_ref *r)
+{
+	TAILQ_REMOVE(&nw_refs, r, lru);
+	nw_nrefs--;
+	nw_ref_total -= r->bytes;
+	json_decref(r->cubin_b64);
+	free(r);
+}
+
+/* Evict from the cold end until the cache fits its limits. */
+static void
+nw_ref_trim(void)
+{
+	while (!TAILQ_EMPTY(&nw_refs) &&
+	    (nw_nrefs > cfg.ref_entries || nw_ref_total > cfg.ref_bytes))
+		nw_ref_free(TAILQ_LAST(&nw_refs, nw_ref_list));
+}
+
+/*
+ * A linear search: at the default 1,024 entries it costs microseconds per
+ * task, far below one compile, and keeps the LRU order trivially right.
+ */
+static json_t *
+nw_ref_find(const unsigned char key[32])
+{
+	struct nw_ref *r;
+
+	TAILQ_FOREACH(r, &nw_refs, lru) {
+		if (memcmp(r->key, key, 32) == 0) {
+			TAILQ_REMOVE(&nw_refs, r, lru);
+			TAILQ_INSERT_HEAD(&nw_refs, r, lru);
+			return r->cubin_b64;
+		}
+	}
+	return NULL;
+}
+
+static void
+nw_ref_put(const unsigned char key[32], json_t *cubin_b64)
+{
+	struct nw_ref *r;
+
+	if (cfg.ref_entries == 0)
+		return;
+	TAILQ_FOREACH(r, &nw_refs, lru)
+		if (memcmp(r->key, key, 32) == 0)
+			break;
+	if (r != NULL)
+		nw_ref_free(r);
+	if ((r = calloc(1, sizeof *r)) == NULL)
+		return;		/* a cache that cannot grow is only slower */
+	memcpy(r->key, key, 32);
+	r->cubin_b64 = json_incref(cubin_b64);
+	r->bytes = json_string_length(cubin_b64);
+	TAILQ_INSERT_HEAD(&nw_refs, r, lru);
+	nw_nrefs++;
+	nw_ref_total += r->bytes;
+	nw_ref_trim();
+}
+
+/*
+ * The key of a reference program: SHA-256 over the architecture, the source
+ * and the options, each NUL-terminated so no two splits collide.
+ */
+static int
+nw_ref_key(const char *arch, const struct spec_program *p, unsigned char key[32])
+{
+	static const char tag[] = "kgym-reference-cubin-1";
+	unsigned int len = 0;
+	EVP_MD_CTX *ctx;
+	int ok;
+	size_t i;
+
+	if ((ctx = EVP_MD_CTX_new()) == NULL)
+		return -ENOMEM;
+	ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+	    EVP_DigestUpdate(ctx, tag, sizeof tag) &&
+	    EVP_DigestUpdate(ctx, arch, strlen(arch) + 1) &&
+	    EVP_DigestUpdate(ctx, p->source, p->source_len) &&
+	    EVP_DigestUpdate(ctx, "", 1);
+	for (i = 0; ok && i < p->noptions; i++)
+		ok = EVP_DigestUpdate(ctx, p->options[i], strlen(p->options[i]) + 1);
+	ok = ok && EVP_DigestFinal_ex(ctx, key, &len) && len == 32;
+	EVP_MD_CTX_free(ctx);
+	return ok ? 0 : -EIO;
+}
+
+/* ------------------------------------------------------------ validation */
+
+enum nw_field_type { NW_BOOL, NW_INT, NW_NUMBER };
+
+/* KernelGYM's request fields that mean something for a native task. */
+static const struct nw_field {
+	const char *name;
+	enum nw_field_type type;
+	double min, max;
+} nw_fields[] = {
+	{ "num_correct_trials", NW_INT, 1, 1000 },
+	{ "num_perf_trials", NW_INT, 1, NW_MAX_TIMING_TRIALS },
+	{ "num_warmup", NW_INT, 0, 1000 },
+	{ "run_correctness", NW_BOOL, 0, 0 },
+	{ "run_performance", NW_BOOL, 0, 0 },
+	{ "enable_profiling", NW_BOOL, 0, 0 },
+	{ "force_refresh", NW_BOOL, 0, 0 },
+	{ "timing_rel_precision", NW_NUMBER, 1e-6, 1 },
+};
+
+static int
+nw_check_fields(const json_t *payload, char *err, size_t errlen)
+{
+	const struct nw_field *f;
+	const json_t *v;
+	double d;
+	size_t i;
+
+	for (i = 0; i < sizeof nw_fields / sizeof nw_fields[0]; i++) {
+		f = &nw_fields[i];
+		if ((v = json_object_get(payload, f->name)) == NULL || json_is_null(v))
+			continue;
+		switch (f->type) {
+		case NW_BOOL:
+			if (!json_is_boolean(v))
+				return nw_err(err, errlen, "%s: expected true or false", f->name);
+			break;
+		case NW_INT:
+			if (!json_is_integer(v) || (d = (double)json_integer_value(v)) < f->min ||
+			    d > f->max)
+				return nw_err(err, errlen, "%s: expected an integer from %.0f "
+				    "to %.0f", f->name, f->min, f->max);
+			break;
+		case NW_NUMBER:
+			if (!json_is_number(v) || (d = json_number_value(v)) < f->min ||
+			    d > f->max)
+				return nw_err(err, errlen, "%s: expected a number from %g to %g",
+				    f->name, f->min, f->max);
+			break;
+		}
+	}
+	return 0;
+}
+
+static int
+nw_check_backend(const json_t *payload, char *err, size_t errlen)
+{
+	const json_t *b = json_object_get(payload, "backend");
+
+	if (b == NULL)
+		return nw_err(err, errlen, "backend: required (\"nvrtc\" for a native "
+		    "problem and solution)");
+	if (!json_is_string(b))
+		return nw_err(err, errlen, "backend: expected a string such as \"nvrtc\"");
+	if (strcmp(json_string_value(b), NW_BACKEND) != 0)
+		return nw_err(err, errlen, "backend '%s' is not available in this build "
+		    "(%s serves: nvrtc)", json_string_value(b), nw->name);
+	return 0;
+}
+
+/*
+ * Everything a payload must satisfy, at submit and again at start (the
+ * configuration may have changed in between, or the task was recovered
+ * from the store).  On success the spec and its evaluation are the
+ * caller's.
+ */
+static int
+nw_parse(const json_t *payload, struct spec **ret_spec, struct spec_eval **ret_ev,
+    char *err, size_t errlen)
+{
+	struct spec_eval *ev = NULL;
+	struct spec *spec = NULL;
+	int r;
+
+	if (!json_is_object(payload))
+		return nw_err(err, errlen, "payload: expected an object");
+	if ((r = nw_check_backend(payload, err, errlen)) < 0 ||
+	    (r = nw_check_fields(payload, err, errlen)) < 0)
+		return r;
+	if ((r = spec_parse(payload, &cfg.limits, nw->spec_flags, &spec, err, errlen)) < 0)
+		return r;
+	if ((r = spec_evaluate(spec, NULL, &cfg.limits, &ev, err, errlen)) < 0 ||
+	    (nw->validate != NULL && (r = nw->validate(payload, spec, ev, err, errlen)) < 0)) {
+		spec_eval_free(ev);
+		spec_free(spec);
+		return r;
+	}
+	*ret_spec = spec;
+	*ret_ev = ev;
+	return 0;
+}
+
+int
+nw_validate(const json_t *payload, char **ret_cause)
+{
+	struct spec_eval *ev;
+	struct spec *spec;
+	char err[NW_ERRLEN];
+	int r;
+
+	if ((r = nw_parse(payload, &spec, &ev, err, sizeof err)) < 0) {
+		if (r == -ENOMEM)
+			return r;
+		*ret_cause = nw_strdup_host(err);
+		return -EINVAL;
+	}
+	spec_eval_free(ev);
+	spec_free(spec);
+	return 0;
+}
+
+/* ------------------------------------------------------------ task state and results */
+
+static void
+nw_task_free(struct nw_task *t)
+{
+	if (t == NULL)
+		return;
+	spec_free(t->spec);
+	json_decref(t->ref_cubin);
+	json_decref(t->meta);
+	free(t);
+}
+
+/* End the task with `result` (stolen), releasing our state first. */
+static void
+nw_finish(struct kgym_task *task, json_t *result)
+{
+	struct nw_task *t = host->task_get_data(task);
+	json_t *meta;
+	const char *k;
+	json_t *v;
+
+	if (result != NULL && t != NULL && t->meta != NULL) {
+		if (!json_is_object(meta = json_object_get(result, "metadata"))) {
+			meta = json_object();
+			json_object_set_new(result, "metadata", meta);
+		}
+		json_object_foreach(t->meta, k, v)
+			json_object_set(meta, k, v);
+	}
+	host->task_set_data(task, NULL);
+	nw_task_free(t);
+	host->task_finish(task, result);
+}
+
+static void
+nw_fail(struct kgym_task *task, bool compiled, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* A failed result of DESIGN §5's shape, every verdict field present. */
+static void
+nw_fail(struct kgym_task *task, bool compiled, const char *code, const char *fmt, ...)
+{
+	json_t *result;
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	/* -1 for what was not measured, as the nvrtc backend and KernelGYM do. */
+	result = json_pack("{s:s, s:b, s:b, s:b, s:f, s:f, s:o, s:s, s:s, s:{}}",
+	    "status", "failed", "compiled", compiled, "correctness", 0, "decoy_kernel", 0,
+	    "kernel_runtime", -1.0, "reference_runtime", -1.0,
+	    "speedup", nw->speedup ? json_real(-1.0) : json_null(), "error_code", code,
+	    "error_message", msg != NULL ? msg : code, "metadata");
+	free(msg);
+	nw_finish(task, result);
+}
+
+static void
+nw_meta(struct nw_task *t, const char *key, json_t *value)
+{
+	json_object_set_new(t->meta, key, value != NULL ? value : json_null());
+}
+
+/* The unit named `name` of a compile result, or NULL. */
+static const json_t *
+nw_unit(const json_t *result, const char *name)
+{
+	const json_t *units = json_object_get(result, "units"), *u;
+	size_t i;
+
+	json_array_foreach(units, i, u) {
+		const char *n = json_string_value(json_object_get(u, "name"));
+
+		if (n != NULL && strcmp(n, name) == 0)
+			return u;
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------ evaluate */
+
+static json_t *
+nw_settings(const json_t *payload)
+{
+	const json_t *v;
+	json_int_t trials = NW_MIN_CORRECT_TRIALS;
+	json_t *s;
+
+	if (json_is_integer(v = json_object_get(payload, "num_correct_trials")) &&
+	    json_integer_value(v) > trials)
+		trials = json_integer_value(v);
+	s = json_pack("{s:I, s:b, s:b, s:b}", "num_correct_trials", trials,
+	    "run_correctness", !json_is_false(json_object_get(payload, "run_correctness")),
+	    "run_performance", json_is_boolean(v = json_object_get(payload, "run_performance")) ?
+	    json_is_true(v) : nw->run_performance,
+	    "enable_profiling", json_is_true(json_object_get(payload, "enable_profiling")));
+	if (s == NULL)
+		return NULL;
+	if (json_is_integer(v = json_object_get(payload, "num_perf_trials")))
+		json_object_set_new(s, "max_timing_trials",
+		    json_integer(json_integer_value(v) < NW_MIN_TIMING_TRIALS ?
+		    NW_MIN_TIMING_TRIALS : json_integer_value(v)));
+	else if (cfg.max_timing_trials > 0)
+		json_object_set_new(s, "max_timing_trials", json_integer(cfg.max_timing_trials));
+	if (json_is_integer(v = json_object_get(payload, "num_warmup")))
+		json_object_set_new(s, "warmup", json_integer(json_integer_value(v)));
+	if (json_is_number(v = json_object_get(payload, "timing_rel_precision")))
+		json_object_set_new(s, "timing_rel_precision", json_real(json_number_value(v)));
+	else if (cfg.timing_rel_precision > 0)
+		json_object_set_new(s, "timing_rel_precision", json_real(cfg.timing_rel_precision));
+	if (cfg.max_timing_ms > 0)
+		json_object_set_new(s, "max_timing_ms", json_real(cfg.max_timing_ms));
+	return s;
+}
+
+static void
+nw_evaluate_done(struct kgym_task *task, const struct kgym_job_outcome *o)
+{
+	struct nw_task *t = host->task_get_data(task);
+	const char *status;
+	json_t *result, *meta;
+
+	if (t == NULL) {
+		nw_fail(task, true, "SYSTEM_ERROR", "%s: the task lost its state", nw->name);
+		return;
+	}
+	nw_meta(t, "evaluate_job_ms", json_real(nw_now_ms() - t->t_job));
+	if (!o->ok) {
+		nw_meta(t, "phase", o->phase != NULL ? json_string(o->phase) : NULL);
+		nw_meta(t, "worker", o->worker != NULL ? json_string(o->worker) : NULL);
+		nw_fail(task, true, o->error_code != NULL ? o->error_code : "SYSTEM_ERROR",
+		    "%s", o->error_message != NULL ? o->error_message :
+		    "the evaluate job ended without a reason");
+		return;
+	}
+	if (!json_is_object(o->result) || (result = json_deep_copy(o->result)) == NULL) {
+		nw_fail(task, true, "SYSTEM_ERROR", "the evaluate job returned no result object");
+		return;
+	}
+	/* Between the backend and the worker only; not the client's business. */
+	json_object_del(result, "recycle_worker");
+	status = json_string_value(json_object_get(result, "status"));
+	if (status == NULL || (strcmp(status, "completed") != 0 && strcmp(status, "failed") != 0)) {
+		json_object_set_new(result, "status", json_string("failed"));
+		if (!json_is_string(json_object_get(result, "error_code"))) {
+			json_object_set_new(result, "error_code", json_string("SYSTEM_ERROR"));
+			json_object_set_new(result, "error_message",
+			    json_string("the evaluate job's result has no status"));
+		}
+	}
+	if (json_object_get(result, "compiled") == NULL)
+		json_object_set_new(result, "compiled", json_true());
+	if (!nw->speedup)
+		json_object_set_new(result, "speedup", json_null());
+	if (!json_is_object(meta = json_object_get(result, "metadata"))) {
+		meta = json_object();
+		json_object_set_new(result, "metadata", meta);
+	}
+	if (json_object_get(meta, "worker") == NULL && o->worker != NULL)
+		json_object_set_new(meta, "worker", json_string(o->worker));
+	nw_finish(task, result);
+}
+
+static int
+nw_seed(char *buf, size_t len)
+{
+	uint64_t seed;
+	ssize_t n;
+
+	do
+		n = getrandom(&seed, sizeof seed, 0);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof seed)
+		return n < 0 ? -errno : -EIO;
+	snprintf(buf, len, "%" PRIu64, seed);
+	return 0;
+}
+
+static void
+nw_evaluate(struct kgym_task *task, struct nw_task *t, const json_t *solution_cubin)
+{
+	const json_t *payload = host->task_payload(task);
+	struct kgym_job_spec js = { .struct_size = sizeof js };
+	json_t *request, *settings;
+	char seed[32], *cause = NULL;
+	int r;
+
+	if ((r = nw_seed(seed, sizeof seed)) < 0) {
+		nw_fail(task, true, "SYSTEM_ERROR", "getrandom: %s", strerror(-r));
+		return;
+	}
+	settings = nw_settings(payload);
+	request = json_pack("{s:s, s:s, s:O, s:O, s:O?, s:O, s:s, s:o?, s:n}",
+	    "op", "evaluate", "mode", nw->mode,
+	    "problem", json_object_get(payload, "problem"),
+	    "solution", json_object_get(payload, "solution"),
+	    "reference_cubin_b64", t->ref_cubin,
+	    "solution_cubin_b64", solution_cubin,
+	    "seed", seed, "settings", settings, "reference_timing");
+	if (request == NULL) {
+		nw_fail(task, true, "SYSTEM_ERROR", "out of memory building the evaluate job");
+		return;
+	}
+	if (nw->request != NULL)
+		nw->request(payload, request);
+	js.backend = NW_BACKEND;
+	js.where = KGYM_JOB_GPU;
+	js.request = request;
+	js.gpu_memory_bytes = t->device_bytes;
+	js.phase = "correctness";
+	t->t_job = nw_now_ms();
+	r = host->job_run(task, &js, nw_evaluate_done, &cause);
+	json_decref(request);
+	if (r < 0) {
+		/* -E2BIG: no GPU here can ever hold it, waiting would not help. */
+		nw_fail(task, true, r == -E2BIG ? "RESOURCE_ERROR" : "SYSTEM_ERROR",
+		    "evaluate job: %s", cause != NULL ? cause : strerror(-r));
+		host->free(cause);
+	}
+}
+
+/* ------------------------------------------------------------ compile */
+
+static void
+nw_compile_done(struct kgym_task *task, const struct kgym_job_outcome *o)
+{
+	struct nw_task *t = host->task_get_data(task);
+	const json_t *ref, *sol, *cubin;
+	const char *log;
+
+	if (t == NULL) {
+		nw_fail(task, false, "SYSTEM_ERROR", "%s: the task lost its state", nw->name);
+		return;
+	}
+	nw_meta(t, "compile_job_ms", json_real(nw_now_ms() - t->t_job));
+	nw_meta(t, "compile_worker", o->worker != NULL ? json_string(o->worker) : NULL);
+	if (!o->ok) {
+		nw_meta(t, "phase", o->phase != NULL ? json_string(o->phase) : NULL);
+		nw_fail(task, false, o->error_code != NULL ? o->error_code : "SYSTEM_ERROR",
+		    "compile job: %s", o->error_message != NULL ? o->error_message :
+		    "it ended without a reason");
+		return;
+	}
+	sol = nw_unit(o->result, "solution");
+	ref = t->spec->problem.has_reference && t->ref_cubin == NULL ?
+	    nw_unit(o->result, "reference") : NULL;
+	if (sol == NULL || (t->spec->problem.has_reference && t->ref_cubin == NULL && ref == NULL)) {
+		nw_fail(task, false, "SYSTEM_ERROR", "the compile job returned no unit '%s'",
+		    sol == NULL ? "solution" : "reference");
+		return;
+	}
+	nw_meta(t, "compile_ms", json_copy(json_object_get(sol, "compile_ms")));
+	nw_meta(t, "compile_cache_hit", json_boolean(json_is_true(json_object_get(sol,
+	    "cache_hit"))));
+	if (ref != NULL) {
+		nw_meta(t, "reference_compile_ms", json_copy(json_object_get(ref, "compile_ms")));
+		t->ref_source = json_is_true(json_object_get(ref, "cache_hit")) ? "disk" : "compiled";
+		if (!json_is_true(json_object_get(ref, "ok"))) {
+			log = json_string_value(json_object_get(ref, "log"));
+			nw_fail(task, json_is_true(json_object_get(sol, "ok")), "VALIDATION_ERROR",
+			    "the problem's reference does not compile: %s",
+			    log != NULL && *log != '\0' ? log : "(no log)");
+			return;
+		}
+		if (!json_is_string(cubin = json_object_get(ref, "cubin_b64"))) {
+			nw_fail(task, false, "SYSTEM_ERROR", "the compile job returned no cubin "
+			    "for the reference");
+			return;
+		}
+		t->ref_cubin = json_incref((json_t *)cubin);
+		if (t->has_ref_key)
+			nw_ref_put(t->ref_key, t->ref_cubin);
+	}
+	if (t->ref_source != NULL)
+		nw_meta(t, "reference_cubin", json_string(t->ref_source));
+	if (!json_is_true(json_object_get(sol, "ok"))) {
+		log = json_string_value(json_object_get(sol, "log"));
+		nw_fail(task, false, "COMPILATION_ERROR", "%s",
+		    log != NULL && *log != '\0' ? log : "NVRTC failed without a log");
+		return;
+	}
+	if (!json_is_string(cubin = json_object_get(sol, "cubin_b64"))) {
+		nw_fail(task, false, "SYSTEM_ERROR", "the compile job returned no cubin for "
+		    "the solution");
+		return;
+	}
+	nw_evaluate(task, t, cubin);
+}
+
+static json_t *
+nw_unit_json(const char *name, const struct spec_program *p, bool force)
+{
+	json_t *opts = json_array(), *u;
+	size_t i;
+
+	for (i = 0; opts != NULL && i < p->noptions; i++)
+		json_array_append_new(opts, json_string(p->options[i]));
+	u = json_pack("{s:s, s:s%, s:o}", "name", name, "source", p->source, p->source_len,
+	    "options", opts);
+	if (u != NULL && force)
+		json_object_set_new(u, "force", json_true());
+	return u;
+}
+
+/* The architecture to compile for: what the GPUs said, else the config's. */
+static const char *
+nw_arch(void)
+{
+	const char *a = NULL;
+
+	if (host->struct_size >= offsetof(struct kgym_host, gpu_arch) + sizeof host->gpu_arch &&
+	    host->gpu_arch != NULL)
+		a = host->gpu_arch();
+	return a != NULL && nw_arch_valid(a) ? a : cfg.arch;
+}
+
+int
+nw_start(struct kgym_task *task, char **ret_cause)
+{
+	const json_t *payload = host->task_payload(task);
+	struct kgym_job_spec js = { .struct_size = sizeof js };
+	struct spec_eval *ev = NULL;
+	json_t *request, *units, *cached;
+	char err[NW_ERRLEN];
+	struct nw_task *t;
+	int r;
+
+	if ((t = calloc(1, sizeof *t)) == NULL || (t->meta = json_object()) == NULL) {
+		free(t);
+		return -ENOMEM;
+	}
+	host->task_set_data(task, t);
+	if ((r = nw_parse(payload, &t->spec, &ev, err, sizeof err)) < 0) {
+		if (r == -ENOMEM) {
+			host->task_set_data(task, NULL);
+			nw_task_free(t);
+			return r;
+		}
+		nw_fail(task, false, "VALIDATION_ERROR", "%s", err);
+		return 0;
+	}
+	t->device_bytes = ev->device_bytes;
+	spec_eval_free(ev);
+	snprintf(t->arch, sizeof t->arch, "%s", nw_arch());
+	t->force = json_is_true(json_object_get(payload, "force_refresh"));
+	nw_meta(t, "workflow", json_string(nw->name));
+	nw_meta(t, "arch", json_string(t->arch));
+	nw_meta(t, "device_bytes_estimate", json_integer((json_int_t)t->device_bytes));
+	if (nw->speedup)
+		nw_meta(t, "reference_timing_cached", json_false());
+
+	units = json_array();
+	if (t->spec->problem.has_reference) {
+		t->has_ref_key = nw_ref_key(t->arch, &t->spec->problem.reference, t->ref_key) == 0;
+		if (t->has_ref_key && !t->force && (cached = nw_ref_find(t->ref_key)) != NULL) {
+			t->ref_cubin = json_incref(cached);
+			t->ref_source = "memory";
+			nw_meta(t, "reference_compile_ms", json_integer(0));
+		} else {
+			json_array_append_new(units, nw_unit_json("reference",
+			    &t->spec->problem.reference, t->force));
+		}
+	}
+	json_array_append_new(units, nw_unit_json("solution", &t->spec->solution, t->force));
+	request = json_pack("{s:s, s:s, s:o}", "op", "compile", "arch", t->arch, "units", units);
+	if (request == NULL) {
+		host->task_set_data(task, NULL);
+		nw_task_free(t);
+		return -ENOMEM;
+	}
+	js.backend = NW_BACKEND;
+	js.where = KGYM_JOB_CPU;
+	js.request = request;
+	js.phase = "compile";
+	t->t_job = nw_now_ms();
+	r = host->job_run(task, &js, nw_compile_done, ret_cause);
+	json_decref(request);
+	if (r < 0) {
+		/* The host fails the task with our cause (RESOURCE_ERROR for -E2BIG). */
+		host->task_set_data(task, NULL);
+		nw_task_free(t);
+	}
+	return r;
+}
+
+void
+nw_cancel(struct kgym_task *task)
+{
+	struct nw_task *t = host->task_get_data(task);
+
+	host->task_set_data(task, NULL);
+	nw_task_free(t);
+}
+
+/* ------------------------------------------------------------ life cycle */
+
+int
+nw_init(const struct nw_kind *kind, const struct kgym_host *h,
+    const struct kgym_plugin_handle *s, char **ret_cause)
+{
+	int r;
+
+	nw = kind;
+	host = h;
+	self = s;
+	if (h->struct_size < offsetof(struct kgym_host, job_run) + sizeof h->job_run ||
+	    h->job_run == NULL)
+		return nw_cause(ret_cause, -ENOTSUP, "%s needs sandboxed jobs (plugin ABI 1.1)",
+		    kind->name);
+	if ((r = nw_read_config(ret_cause)) < 0)
+		return r;
+	nw_ref_trim();		/* a reload may have lowered the limits */
+	return 0;
+}
+
+void
+nw_fini(void)
+{
+	while (!TAILQ_EMPTY(&nw_refs))
+		nw_ref_free(TAILQ_FIRST(&nw_refs));
+}

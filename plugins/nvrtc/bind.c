@@ -1,0 +1,321 @@
+/*
+ * bind.c -- a compiled program meets its launch plan and the device.
+ *
+ * spec.c has checked everything a payload can be checked for without a
+ * GPU.  What remains needs the loaded cubin and the device: does each
+ * kernel exist, does it take as many parameters as the plan passes, is each
+ * parameter the size the argument needs (a tensor an 8-byte pointer, an
+ * integer expression 4 or 8 bytes, range-checked for 4), and do grid,
+ * block and shared memory fit the device and the kernel as compiled
+ * (registers limit its threads per block).  All of it is checked for both
+ * programs before the first launch, and any problem becomes a precise
+ * VALIDATION_ERROR naming the field, so nothing half-runs.
+ *
+ * The kernelParams arrays for cuLaunchKernel are built here once per job:
+ * values for scalars now, tensor pointers once the buffers exist
+ * (bind_tensors).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvrtc_internal.h"
+
+/* More parameters than any plan may pass: counting stops here. */
+#define BIND_MAX_PARAMS		(SPEC_MAX_ARGS + 1)
+
+static const char *
+bind_kind_name(enum spec_arg_kind kind)
+{
+	switch (kind) {
+	case SPEC_ARG_TENSOR:
+		return "a tensor (a device pointer)";
+	case SPEC_ARG_INT:
+		return "an integer expression";
+	case SPEC_ARG_I32:
+		return "an i32 literal";
+	case SPEC_ARG_I64:
+		return "an i64 literal";
+	case SPEC_ARG_F32:
+		return "an f32 literal";
+	case SPEC_ARG_F64:
+		return "an f64 literal";
+	}
+	return "?";
+}
+
+/* The parameter sizes of f: how many there are (up to BIND_MAX_PARAMS). */
+static int
+bind_params(CUfunction f, size_t *sizes, size_t *ret_n, char **ret_cause)
+{
+	size_t i, off, size;
+	CUresult rc;
+
+	for (i = 0; i < BIND_MAX_PARAMS; i++) {
+		rc = nvcu.cuFuncGetParamInfo(f, i, &off, &size);
+		if (rc == CUDA_ERROR_INVALID_VALUE)
+			break;		/* past the last parameter */
+		if (rc != CUDA_SUCCESS)
+			return device_fail(rc, ret_cause, "cuFuncGetParamInfo");
+		sizes[i] = size;
+	}
+	*ret_n = i;
+	return 0;
+}
+
+static int
+bind_func_attr(CUfunction f, CUfunction_attribute attr, int *ret, char **ret_cause)
+{
+	CUresult rc;
+
+	if ((rc = nvcu.cuFuncGetAttribute(ret, attr, f)) != CUDA_SUCCESS)
+		return device_fail(rc, ret_cause, "cuFuncGetAttribute(%d)", (int)attr);
+	return 0;
+}
+
+/*
+ * Check argument `a` of step `s` against a parameter of `size` bytes and
+ * store its value.  false (with a verdict) when it does not fit.
+ */
+static bool
+bind_arg(struct evaluate *ev, struct evaluate_prog *p, size_t s, size_t a, size_t size)
+{
+	const struct spec_launch *l = &p->plan->steps[s];
+	const struct spec_launch_arg *arg = &l->args[a];
+	union evaluate_val *v = &p->vals[s][a];
+	size_t need;
+
+	switch (arg->kind) {
+	case SPEC_ARG_INT:
+		if (size == 8) {
+			v->i64 = arg->i;
+			return true;
+		}
+		if (size != 4)
+			break;
+		/* The parameter's signedness is not in the cubin: accept what
+		 * either an int or an unsigned int can hold. */
+		if (arg->i < INT32_MIN || arg->i > (int64_t)UINT32_MAX) {
+			evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: "
+			    "%lld does not fit kernel '%s''s 4-byte parameter %zu", p->path, s, a,
+			    (long long)arg->i, l->kernel, a);
+			return false;
+		}
+		v->i32 = (int32_t)(uint32_t)(arg->i & 0xffffffff);
+		return true;
+	case SPEC_ARG_TENSOR:
+	case SPEC_ARG_I64:
+	case SPEC_ARG_F64:
+		if (size != 8)
+			break;
+		if (arg->kind == SPEC_ARG_I64)
+			v->i64 = arg->i;
+		else if (arg->kind == SPEC_ARG_F64)
+			v->f64 = arg->f;
+		return true;		/* tensors: bind_tensors() */
+	case SPEC_ARG_I32:
+	case SPEC_ARG_F32:
+		if (size != 4)
+			break;
+		if (arg->kind == SPEC_ARG_I32)
+			v->i32 = (int32_t)arg->i;
+		else
+			v->f32 = (float)arg->f;
+		return true;
+	}
+	need = arg->kind == SPEC_ARG_INT ? 0 : arg->kind == SPEC_ARG_I32 ||
+	    arg->kind == SPEC_ARG_F32 ? 4 : 8;
+	if (need == 0)
+		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: kernel "
+		    "'%s''s parameter %zu is %zu bytes; an integer expression is passed as 4 or 8",
+		    p->path, s, a, l->kernel, a, size);
+	else
+		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: kernel "
+		    "'%s''s parameter %zu is %zu bytes; %s needs %zu", p->path, s, a, l->kernel,
+		    a, size, bind_kind_name(arg->kind), need);
+	return false;
+}
+
+/* Grid, block and shared memory of step s against the device and kernel. */
+static int
+bind_limits(struct evaluate *ev, struct evaluate_prog *p, size_t s, char **ret_cause)
+{
+	static const char axis[] = "xyz";
+	const struct spec_launch *l = &p->plan->steps[s];
+	CUfunction f = p->fn[s];
+	int max_threads, static_shared, max_dynamic, regs, error;
+	uint64_t threads;
+	CUresult rc;
+	size_t d;
+
+	for (d = 0; d < 3; d++) {
+		if (l->grid[d] > (uint32_t)nvdev.max_grid[d]) {
+			evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].grid[%zu]: "
+			    "%u blocks in %c; the device allows at most %d", p->path, s, d,
+			    l->grid[d], axis[d], nvdev.max_grid[d]);
+			return 0;
+		}
+		if (l->block[d] > (uint32_t)nvdev.max_block[d]) {
+			evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].block[%zu]: "
+			    "%u threads in %c; the device allows at most %d", p->path, s, d,
+			    l->block[d], axis[d], nvdev.max_block[d]);
+			return 0;
+		}
+	}
+	if ((error = bind_func_attr(f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &max_threads,
+	    ret_cause)) < 0 ||
+	    (error = bind_func_attr(f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &static_shared,
+	    ret_cause)) < 0 ||
+	    (error = bind_func_attr(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+	    &max_dynamic, ret_cause)) < 0 ||
+	    (error = bind_func_attr(f, CU_FUNC_ATTRIBUTE_NUM_REGS, &regs, ret_cause)) < 0)
+		return error;
+	threads = (uint64_t)l->block[0] * l->block[1] * l->block[2];
+	if (threads > (uint64_t)nvdev.max_threads_per_block || threads > (uint64_t)max_threads) {
+		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].block: %llu threads "
+		    "per block; kernel '%s' can run at most %d (the device %d; the kernel uses %d "
+		    "registers per thread)", p->path, s, (unsigned long long)threads, l->kernel,
+		    max_threads < nvdev.max_threads_per_block ? max_threads :
+		    nvdev.max_threads_per_block, nvdev.max_threads_per_block, regs);
+		return 0;
+	}
+	if ((uint64_t)static_shared + l->shared_bytes > (uint64_t)nvdev.max_shared_optin) {
+		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].shared_bytes: kernel "
+		    "'%s' would need %llu bytes of shared memory per block (%d static + %u "
+		    "dynamic); the device allows at most %d", p->path, s, l->kernel,
+		    (unsigned long long)static_shared + l->shared_bytes, static_shared,
+		    l->shared_bytes, nvdev.max_shared_optin);
+		return 0;
+	}
+	/* Beyond the default 48 KiB a kernel must opt in to dynamic shared memory. */
+	if (l->shared_bytes > (uint32_t)max_dynamic &&
+	    (rc = nvcu.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+	    (int)l->shared_bytes)) != CUDA_SUCCESS) {
+		char err[256];
+
+		device_error_text(rc, err, sizeof err);
+		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].shared_bytes: kernel "
+		    "'%s' cannot have %u bytes of dynamic shared memory: %s", p->path, s,
+		    l->kernel, l->shared_bytes, err);
+		return 0;
+	}
+	if (json_array_append_new(p->kernels, json_pack("{s:s, s:i, s:i, s:I, s:[i,i,i], "
+	    "s:[i,i,i]}", "name", l->kernel, "registers", regs, "static_shared_bytes",
+	    static_shared, "dynamic_shared_bytes", (json_int_t)l->shared_bytes,
+	    "grid", (int)l->grid[0], (int)l->grid[1], (int)l->grid[2],
+	    "block", (int)l->block[0], (int)l->block[1], (int)l->block[2])) < 0)
+		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
+	return 0;
+}
+
+static int
+bind_step(struct evaluate *ev, struct evaluate_prog *p, size_t s, char **ret_cause)
+{
+	const struct spec_launch *l = &p->plan->steps[s];
+	size_t sizes[BIND_MAX_PARAMS], n = 0, a;
+	CUresult rc;
+	int error;
+
+	rc = nvcu.cuModuleGetFunction(&p->fn[s], p->mod, l->kernel);
+	if (rc == CUDA_ERROR_NOT_FOUND) {
+		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].kernel: the compiled "
+		    "%s has no kernel '%s' (kernels must be extern \"C\" __global__)", p->path, s,
+		    p->what, l->kernel);
+		return 0;
+	}
+	if (rc != CUDA_SUCCESS)
+		return device_fail(rc, ret_cause, "%s.launch[%zu]: kernel '%s'", p->path, s,
+		    l->kernel);
+	if ((error = bind_params(p->fn[s], sizes, &n, ret_cause)) < 0)
+		return error;
+	if (n != l->nargs) {
+		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args: kernel '%s' "
+		    "takes %s%zu parameter%s; the plan passes %zu", p->path, s, l->kernel,
+		    n >= BIND_MAX_PARAMS ? "more than " : "", n >= BIND_MAX_PARAMS ? n - 1 : n,
+		    n == 1 ? "" : "s", l->nargs);
+		return 0;
+	}
+	if ((p->vals[s] = calloc(n ? n : 1, sizeof *p->vals[s])) == NULL ||
+	    (p->params[s] = calloc(n ? n : 1, sizeof *p->params[s])) == NULL)
+		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
+	for (a = 0; a < n; a++) {
+		p->params[s][a] = &p->vals[s][a];
+		if (!bind_arg(ev, p, s, a, sizes[a]))
+			return 0;
+	}
+	return bind_limits(ev, p, s, ret_cause);
+}
+
+int
+bind_program(struct evaluate *ev, struct evaluate_prog *p, const unsigned char *cubin,
+    char **ret_cause)
+{
+	size_t n = p->plan->nsteps, s;
+	char err[256];
+	CUresult rc;
+	int error;
+
+	if ((rc = nvcu.cuModuleLoadData(&p->mod, cubin)) != CUDA_SUCCESS) {
+		p->mod = NULL;
+		device_error_text(rc, err, sizeof err);
+		/* A cubin from our compile job that does not load: built for
+		 * another GPU, or damaged on the way. */
+		evaluate_verdict(ev, true, "COMPILATION_ERROR", "the compiled %s does not load on "
+		    "%s (%s): %s", p->what, nvdev.name, nvdev.arch, err);
+		return 0;
+	}
+	if ((p->fn = calloc(n, sizeof *p->fn)) == NULL ||
+	    (p->vals = calloc(n, sizeof *p->vals)) == NULL ||
+	    (p->params = calloc(n, sizeof *p->params)) == NULL ||
+	    (p->kernels = json_array()) == NULL)
+		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
+	for (s = 0; s < n && ev->code == NULL; s++)
+		if ((error = bind_step(ev, p, s, ret_cause)) < 0)
+			return error;
+	return 0;
+}
+
+void
+bind_tensors(struct evaluate *ev, struct evaluate_prog *p)
+{
+	const struct spec_launch_arg *arg;
+	size_t s, a;
+
+	for (s = 0; s < p->plan->nsteps; s++) {
+		for (a = 0; a < p->plan->steps[s].nargs; a++) {
+			arg = &p->plan->steps[s].args[a];
+			if (arg->kind != SPEC_ARG_TENSOR)
+				continue;
+			p->vals[s][a].p = arg->role == SPEC_ROLE_INPUT ? ev->in[arg->index].ptr :
+			    arg->role == SPEC_ROLE_OUTPUT ? ev->out[arg->index].ptr :
+			    p->scratch[arg->index].ptr;
+		}
+	}
+}
+
+void
+bind_release(struct evaluate_prog *p)
+{
+	size_t s;
+
+	if (p->plan != NULL && p->vals != NULL)
+		for (s = 0; s < p->plan->nsteps; s++)
+			free(p->vals[s]);
+	if (p->plan != NULL && p->params != NULL)
+		for (s = 0; s < p->plan->nsteps; s++)
+			free(p->params[s]);
+	free(p->vals);
+	free(p->params);
+	free(p->fn);
+	json_decref(p->kernels);
+	if (p->mod != NULL)
+		nvcu.cuModuleUnload(p->mod);
+	p->vals = NULL;
+	p->params = NULL;
+	p->fn = NULL;
+	p->kernels = NULL;
+	p->mod = NULL;
+}

@@ -1,0 +1,519 @@
+/*
+ * nvrtc_internal.h -- functions shared between the files of the nvrtc
+ * backend plugin (plugins/nvrtc).  One section per file; each section says
+ * its ownership rule.  spec.h and expr.h (no CUDA) are the payload's model.
+ */
+#ifndef KGYM_NVRTC_INTERNAL_H
+#define KGYM_NVRTC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "spec.h"
+
+/* ==== compile.c: NVRTC compile of one source to a cubin, with a cache ====
+ *
+ * Needs no GPU (runs in a CPU worker).  Ownership: compile_source() fills a
+ * caller's struct compile_output whose members it owns until
+ * compile_output_clear(); strings through ret_cause are malloc'd.
+ */
+
+/* Where the CUDA headers are when the request does not say. */
+#define COMPILE_DEFAULT_INCLUDE_DIR	"/usr/local/cuda/include"
+/* NVRTC logs are trimmed to this many bytes (the head is kept). */
+#define COMPILE_MAX_LOG			((size_t)64 << 10)
+
+/* What to compile.  Borrowed by compile_source(). */
+struct compile_input {
+	const char *name;		/* for NVRTC's messages ("solution"); NULL: "kernel" */
+	const char *source;		/* NUL-terminated CUDA C */
+	const char *const *options;	/* the program's own options, allowlisted by the caller */
+	size_t noptions;
+	const char *arch;		/* "sm_90": a cubin for exactly that architecture */
+	const char *include_dir;	/* CUDA headers; NULL: COMPILE_DEFAULT_INCLUDE_DIR */
+	const char *cache_dir;		/* cubin cache; NULL: no cache */
+	bool force;			/* skip a cache hit (force_refresh); still refill it */
+};
+
+struct compile_output {
+	bool ok;			/* false: the source did not compile, see log */
+	unsigned char *cubin;		/* ok: the ELF image for cuModuleLoadData */
+	size_t cubin_size;
+	char *log;			/* NVRTC's log ("" when none; NULL on a cache hit) */
+	double compile_ms;		/* wall time, cache lookup included */
+	bool cache_hit;
+};
+
+/*
+ * Compile `in` (or find it in in->cache_dir) into *ret_out.  0 when a
+ * verdict was reached, whether ok or not: a source that does not compile is
+ * ret_out->ok == false with NVRTC's log, not an error.  -EINVAL (a bad arch
+ * or include dir: NVRTC refused the options), -ENOMEM, -EIO (NVRTC failed
+ * for another reason) with *ret_cause.  A cache that cannot be read or
+ * written is not an error: the compile happens and the cause is lost.
+ */
+int	compile_source(const struct compile_input *in, struct compile_output *ret_out,
+	    char **ret_cause);
+
+/* Free the members of *out and zero it; a zeroed struct is a no-op. */
+void	compile_output_clear(struct compile_output *out);
+
+/*
+ * Compile a trivial kernel for `arch` (no cache), so that NVRTC has loaded
+ * its builtins library before the sandbox is installed: call from
+ * prepare().  0, or -errno with *ret_cause when NVRTC does not work.
+ */
+int	compile_warm_up(const char *arch, char **ret_cause);
+
+/*
+ * The "compile" job of the nvrtc backend (request and result as in
+ * notes/nvrtc.md: {"op":"compile", "arch", "cache_dir"?, "include_dir"?,
+ * "units":[{name, source, options}]} -> {"status":"completed",
+ * "units":[{name, ok, cubin_b64, log, compile_ms, cache_hit, kernels}]}).
+ * A unit that does not compile is ok:false with its log, the job still
+ * succeeds.  Options are checked against spec_option_allowed() again here:
+ * a request is the workflow's, but the compile worker does not rely on it.
+ * 0 or -EINVAL (malformed request) / -ENOMEM / -EIO with *ret_cause.
+ */
+int	compile_job(const json_t *request, json_t **ret_result, char **ret_cause);
+
+/* The NVRTC version as "13.0" in a static buffer. */
+const char *compile_nvrtc_version(void);
+
+/* Base64 (RFC 4648, no line breaks): NULL when out of memory; free(). */
+char	*compile_b64_encode(const void *data, size_t len);
+/* Decode base64 into a malloc'd buffer: 0, -EINVAL (not base64), -ENOMEM. */
+int	compile_b64_decode(const char *b64, unsigned char **ret_data, size_t *ret_len);
+
+/* ==== end of compile.c ==== */
+
+/* ==== nvrtc.c: the plugin struct; what the other files need of the host ====
+ *
+ * The host table handed to init(); NULL before.  Borrowed for the plugin's
+ * life.
+ */
+#include <kgym/plugin.h>
+
+extern const struct kgym_host *nvrtc_host;
+extern const struct kgym_plugin_handle *nvrtc_self;
+
+/* Log through the host (a no-op before init). */
+void	nvrtc_log(enum kgym_log_level level, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+
+/* *ret_cause = a malloc'd printf-style message; returns `error` (a -errno). */
+int	nvrtc_fail(char **ret_cause, int error, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+
+/* ==== end of nvrtc.c ==== */
+
+/* ==== values.c: host-side element values, seeds (no CUDA) ====
+ *
+ * Converting JSON numbers to and from tensor elements (test cases, the
+ * values named in a mismatch message) and deriving the secret per-trial
+ * seeds.  Nothing is allocated.
+ */
+
+/* IEEE binary16 and bfloat16 from and to float, round to nearest even. */
+float	value_half_to_float(uint16_t h);
+uint16_t value_float_to_half(float f);
+float	value_bf16_to_float(uint16_t b);
+uint16_t value_float_to_bf16(float f);
+
+/* The element at `elem` (spec_dtype_size(dtype) bytes) as a double. */
+double	value_get(enum spec_dtype dtype, const void *elem);
+
+/*
+ * Store `v` as one element of `dtype` at `elem`.  Integer dtypes (and bool)
+ * take only integral values within the dtype's range (bool: 0 or 1);
+ * floating dtypes take any finite or infinite value (NaN too) and round.
+ * 0, or -ERANGE / -EINVAL (not integral) without writing.
+ */
+int	value_put(enum spec_dtype dtype, double v, void *elem);
+
+/* Print an element for a message ("1.5", "nan", "-3") into buf. */
+void	value_format(enum spec_dtype dtype, const void *elem, char *buf, size_t len);
+
+/* splitmix64's finaliser: a bijection that mixes all 64 bits. */
+uint64_t value_mix64(uint64_t x);
+/* A seed derived from `seed` for (tag, index); distinct tags never collide
+ * in practice.  Used for trials, inputs, poison, hash salts, sampling. */
+uint64_t value_seed(uint64_t seed, uint32_t tag, uint64_t index);
+
+/* Seed tags. */
+enum value_tag {
+	VALUE_TAG_TRIAL = 1,
+	VALUE_TAG_INPUT,
+	VALUE_TAG_POISON,
+	VALUE_TAG_HASH,
+	VALUE_TAG_TIMING,
+	VALUE_TAG_SAMPLE,
+	VALUE_TAG_FLUSH,
+};
+
+/* ==== end of values.c ==== */
+
+/* ==== stats.c: timing statistics (no CUDA) ====
+ *
+ * Ownership: the caller's arrays are borrowed; stats_summarise() sorts a
+ * copy.
+ */
+
+struct stats_summary {
+	size_t n;
+	double median, mean, std, min, max;
+	/* 95% confidence interval of the median (order statistics). */
+	double ci_lo, ci_hi;
+	/* max(median - ci_lo, ci_hi - median) / median; +inf when unknown. */
+	double ci_rel;
+};
+
+/*
+ * Summarise n >= 1 samples.  The interval is the distribution-free one
+ * from the order statistics (binomial(n, 1/2), normal approximation with
+ * continuity-free ranks), widened to [min, max] when n is too small for
+ * 95%.  0, or -EINVAL for n == 0 or a non-finite sample, -ENOMEM.
+ */
+int	stats_summarise(const double *x, size_t n, struct stats_summary *ret);
+
+/* The summary as DESIGN §5's timing object (median_ms, ... trials). */
+json_t	*stats_json(const struct stats_summary *s);
+
+/* ==== end of stats.c ==== */
+
+/* ==== helpers.c: the trusted helper kernels' source and compile (no GPU) ====
+ *
+ * Input generation, poison, comparison, hashing, L2 flush and shared
+ * memory scrub, compiled with NVRTC for the worker's GPU in prepare(),
+ * before the sandbox.  Needs NVRTC only, so it is tested without a GPU.
+ * The kernels take the dtype as an int equal to enum spec_dtype.
+ */
+
+/* The CUDA C source (static). */
+const char *helpers_source(void);
+
+/*
+ * Compile helpers_source() for `arch` ("sm_90") into a malloc'd cubin.
+ * 0, or -EIO (NVRTC failed; its log in *ret_cause), -EINVAL (NVRTC does not
+ * know the arch), -ENOMEM.
+ */
+int	helpers_compile(const char *arch, unsigned char **ret_cubin, size_t *ret_size,
+	    char **ret_cause);
+
+/* The layout of one comparison slot the kg_compare kernel fills. */
+struct helpers_cmp {
+	uint64_t mismatches;
+	uint64_t nonfinite;	/* finite expected, NaN/Inf got */
+	uint64_t first_bad_inv;	/* ~(first bad index); 0: none */
+	uint64_t max_abs_bits;	/* a non-negative double's bits */
+	uint64_t max_rel_bits;
+};
+
+/* ==== end of helpers.c ==== */
+
+/* ==== device.c: the worker's GPU, guarded allocations, helper launches ====
+ *
+ * libcuda is dlopen()ed, not linked: the plugin must load in CPU workers
+ * and on machines with no driver (compile jobs).  The GPU worker has loaded
+ * it and made the primary context current before prepare().  Everything
+ * here runs on the one stream device_prepare() creates (nvdev.stream).  Ownership:
+ * struct device_buf is the caller's; device_buf_free() undoes
+ * device_buf_alloc() and accepts a zeroed struct.
+ */
+#include <cuda.h>
+
+/*
+ * The driver functions we call, resolved by the names <cuda.h> maps them to
+ * (cuMemAlloc -> cuMemAlloc_v2), exactly as linking would bind them.
+ */
+#define DEVICE_CUDA_FUNCTIONS(X)					\
+	X(cuGetErrorName) X(cuGetErrorString) X(cuDriverGetVersion)	\
+	X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize)	\
+	X(cuCtxResetPersistingL2Cache)					\
+	X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceGetPCIBusId) \
+	X(cuDeviceTotalMem)						\
+	X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)	\
+	X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)		\
+	X(cuEventSynchronize) X(cuEventElapsedTime)			\
+	X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)	\
+	X(cuFuncGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute) \
+	X(cuLaunchKernel)						\
+	X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo)			\
+	X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async)	\
+	X(cuMemGetAllocationGranularity) X(cuMemAddressReserve)	\
+	X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap)	\
+	X(cuMemUnmap) X(cuMemSetAccess)
+
+struct device_cuda {
+#define DEVICE_CUDA_MEMBER(f)	__typeof__(f) *f;
+	DEVICE_CUDA_FUNCTIONS(DEVICE_CUDA_MEMBER)
+#undef DEVICE_CUDA_MEMBER
+};
+
+/* Resolved driver entry points; valid when nvdev.ready. */
+extern struct device_cuda nvcu;
+
+/* Timing events: a start and an end per program. */
+enum { DEVICE_EV_REF_START, DEVICE_EV_REF_END, DEVICE_EV_SOL_START, DEVICE_EV_SOL_END,
+	DEVICE_NEVENTS };
+
+struct device {
+	bool ready;		/* a GPU worker: a context was current at prepare() */
+	char *unready;		/* why not, for evaluate jobs (malloc'd) */
+	CUdevice dev;
+	CUcontext ctx;
+	CUstream stream;	/* ours; every launch goes here */
+	CUevent events[DEVICE_NEVENTS];
+	char name[256];
+	char pci_bus_id[32];
+	char arch[16];		/* "sm_90" */
+	int cc_major, cc_minor;
+	int driver_version;	/* 13000 */
+	int sm_count;
+	int clock_khz;		/* nominal */
+	int max_threads_per_block;
+	int max_block[3], max_grid[3];
+	int max_shared_per_block;	/* without opt-in */
+	int max_shared_optin;
+	int l2_bytes;
+	size_t total_mem;
+	bool vmm;		/* guarded allocations */
+	char *vmm_why_not;	/* when !vmm (malloc'd) */
+	size_t granularity;
+	CUmodule helpers;
+	CUfunction k_init, k_poison, k_compare, k_hash, k_flush, k_scrub;
+	double helpers_compile_ms;
+	void *nvml_dev;		/* NULL: no SM clock sampling */
+};
+
+extern struct device nvdev;
+
+/*
+ * In the worker, before the sandbox.  In a CPU worker (libcuda not loaded)
+ * or a GPU worker without a context, nvdev.ready stays false and 0 is
+ * returned: compile jobs do not need the GPU.  `guard` false turns guarded
+ * allocations off (config); `nvml` false turns SM clock sampling off.
+ * -errno with *ret_cause when the GPU is there but unusable.
+ */
+int	device_prepare(bool guard, bool nvml, char **ret_cause);
+/* The same with the driver's dlopen() handle given (tests pass a fake). */
+int	device_attach(void *lib, bool guard, bool nvml, char **ret_cause);
+void	device_fini(void);
+
+/* "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered" */
+void	device_error_text(CUresult rc, char *buf, size_t len);
+/* The error leaves the context unusable: the worker must be replaced. */
+bool	device_error_sticky(CUresult rc);
+/*
+ * Convert a failed driver call at its call site: *ret_cause = "<what>:
+ * CUDA_ERROR_...: text", returns -EIO (or -ENOMEM for out of memory,
+ * -EINVAL for invalid values, -ENOENT for not found).
+ */
+int	device_fail(CUresult rc, char **ret_cause, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+int	device_errno(CUresult rc);
+
+/*
+ * One tensor's memory.  With the virtual memory API: a reservation of
+ * `mapped` + one granule, only the first `mapped` bytes backed and
+ * accessible, the tensor placed at the end of the backed part (256-byte
+ * aligned), so a write past its end faults (CUDA_ERROR_ILLEGAL_ADDRESS)
+ * instead of landing in a neighbour.  The whole backed part is zeroed.
+ */
+struct device_buf {
+	CUdeviceptr ptr;	/* the tensor: 256-byte aligned */
+	size_t bytes;
+	CUdeviceptr base;	/* the reservation (or cuMemAlloc's pointer) */
+	size_t mapped;		/* backed bytes from base */
+	size_t reserved;	/* reserved bytes from base; 0: cuMemAlloc */
+	CUmemGenericAllocationHandle handle;
+};
+
+/* 0, or -ENOMEM (out of device memory) / -EIO with *ret_cause. */
+int	device_buf_alloc(size_t bytes, struct device_buf *ret_buf, char **ret_cause);
+void	device_buf_free(struct device_buf *buf);
+
+/* Stream-ordered work on nvdev.stream; each 0 or -errno with *ret_cause. */
+int	device_fill(const struct device_buf *b, enum spec_dtype dtype, uint64_t numel,
+	    const struct spec_init *init, uint64_t seed, char **ret_cause);
+int	device_poison(const struct device_buf *b, enum spec_dtype dtype, uint64_t numel,
+	    uint64_t seed, char **ret_cause);
+int	device_zero(CUdeviceptr p, size_t bytes, char **ret_cause);
+/* Compare got against expected into the helpers_cmp at `slot`. */
+int	device_compare(const struct device_buf *got, const struct device_buf *expected,
+	    enum spec_dtype dtype, uint64_t numel, double atol, double rtol, CUdeviceptr slot,
+	    char **ret_cause);
+/* Add a keyed hash of b's bytes to the uint64_t at `slot` (zero it first). */
+int	device_hash(const struct device_buf *b, uint64_t salt, CUdeviceptr slot,
+	    char **ret_cause);
+/* Write every word of `flush` (2x L2) and drop persisting L2 lines. */
+int	device_flush_l2(const struct device_buf *flush, uint32_t salt, char **ret_cause);
+/* Zero every SM's shared memory: nothing of one program's blocks is left
+ * for the next program to read. */
+int	device_scrub_shared(char **ret_cause);
+int	device_upload(CUdeviceptr dst, const void *src, size_t bytes, char **ret_cause);
+/* Blocking: waits for the stream first. */
+int	device_download(void *dst, CUdeviceptr src, size_t bytes, char **ret_cause);
+/*
+ * Wait for the stream.  A failure is the first error of anything queued,
+ * candidate kernels included: *ret_rc gets the CUresult for the caller to
+ * classify (may be NULL).
+ */
+int	device_sync(CUresult *ret_rc, char **ret_cause);
+
+/* The SM clock now, in MHz, from NVML: 0, or -ENOTSUP. */
+int	device_sm_clock_mhz(unsigned int *ret_mhz);
+
+/* The device's description for result.metadata. */
+json_t	*device_json(void);
+
+/* ==== end of device.c ==== */
+
+/* ==== evaluate.c: the "evaluate" job, and its state (bind.c, timing.c) ====
+ *
+ * evaluate_job() returns 0 and a DESIGN §5 result object for every verdict
+ * (validation, runtime and correctness failures included); -errno with
+ * *ret_cause only for a malformed request or a failure of the worker itself.
+ * struct evaluate lives for one job and owns everything it points to
+ * except `request` and what device.c owns.
+ */
+int	evaluate_job(const json_t *request, json_t **ret_result, char **ret_cause);
+
+/* One program (the reference or the solution) bound to the device. */
+union evaluate_val {
+	CUdeviceptr p;
+	int32_t i32;
+	int64_t i64;
+	float f32;
+	double f64;
+};
+
+struct evaluate_prog {
+	const char *what;		/* "reference", "solution" */
+	const char *path;		/* "problem.reference", "solution" (messages) */
+	const struct spec_program *prog;
+	const struct spec_plan *plan;
+	CUmodule mod;
+	CUfunction *fn;			/* per step */
+	union evaluate_val **vals;	/* per step, per argument */
+	void ***params;			/* per step: pointers into vals, for cuLaunchKernel */
+	struct device_buf *scratch;	/* plan->nscratch */
+	int ev_start, ev_end;		/* DEVICE_EV_* */
+	json_t *kernels;		/* per step: name, registers, shared memory */
+};
+
+struct evaluate_settings {
+	unsigned int num_trials;	/* correctness trials, >= 5 */
+	bool run_performance;
+	double rel_precision;		/* stop when the median's CI is within this */
+	unsigned int min_timing_trials, max_timing_trials;
+	double max_timing_ms;
+	unsigned int warmup;
+	double check_fraction;		/* timed candidate calls checked, >= 0.1 */
+};
+
+/* The outcome of comparing the outputs (and inputs) after a call. */
+struct evaluate_check {
+	bool ok;
+	uint64_t mismatches;		/* all outputs */
+	double max_abs, max_rel;	/* all outputs */
+	size_t bad_output;		/* the first output with a mismatch, when any */
+	uint64_t first_bad;		/* its first bad element */
+	bool never_written;		/* that element still holds the poison */
+	char expected[64], got[64];	/* that element, printed */
+	bool input_changed;
+	size_t changed_input;
+};
+
+struct evaluate {
+	const json_t *request;
+	bool simple;			/* mode kernel_simple */
+	uint64_t seed;			/* secret, from the parent */
+	struct evaluate_settings set;
+	const json_t *reference_timing;	/* cached, or NULL */
+	struct spec *spec;
+	struct spec_eval *sev;
+	struct evaluate_prog ref, sol;
+	bool has_ref;			/* the reference runs (not test cases) */
+	struct device_buf *in, *out, *expect;
+	unsigned char **ref_host;	/* per output: the expected values */
+	struct device_buf slots;	/* helpers_cmp per output, then a hash per input */
+	uint64_t *in_hash;		/* per input: before the candidate's call */
+	struct evaluate_prog *running;	/* whose code may still be on the GPU */
+	unsigned int calls;		/* calls prepared so far */
+	uint64_t call_seed;		/* the latest call's inputs (and hash salts) */
+	uint64_t poison_seed;		/* the latest call's poison */
+	unsigned char **case_in;	/* test cases: this call's inputs, else NULL */
+	/* The verdict, once reached: nothing more runs. */
+	const char *code;		/* error_code */
+	char *message;
+	bool failed;			/* status "failed" rather than "completed" */
+	bool recycle;			/* a sticky CUDA error: replace the worker */
+	json_t *hack;			/* metadata.hack */
+	json_t *trials;			/* correctness_trials */
+	unsigned int trials_passed;
+	unsigned int timed_checks;	/* timed candidate calls checked */
+};
+
+/* ==== bind.c: a program's cubin against its plan and the device ====
+ *
+ * Everything that only the device can check, before anything runs: the
+ * kernels exist, their parameters match the plan's arguments in number and
+ * size (cuFuncGetParamInfo), grid, block and shared memory are within the
+ * device's and the kernel's limits.  A problem is a VALIDATION_ERROR
+ * verdict on ev naming the field.  bind_release() frees what bind_program()
+ * made and accepts a zeroed program.
+ */
+int	bind_program(struct evaluate *ev, struct evaluate_prog *p, const unsigned char *cubin,
+	    char **ret_cause);
+/* Point the tensor arguments at the buffers (after they are allocated). */
+void	bind_tensors(struct evaluate *ev, struct evaluate_prog *p);
+void	bind_release(struct evaluate_prog *p);
+
+/* ==== end of bind.c ==== */
+
+/* ==== evaluate.c, continued: one call, one check, verdicts ==== */
+
+/* Record the verdict (the first one wins); printf-style message. */
+void	evaluate_verdict(struct evaluate *ev, bool failed, const char *code, const char *fmt, ...)
+	    __attribute__((format(printf, 4, 5)));
+/*
+ * A CUDA-level failure (`cause`, consumed) while ev->running's code may
+ * have been on the GPU: the verdict names who failed, and a sticky error
+ * marks the worker for recycling.
+ */
+void	evaluate_cuda_failure(struct evaluate *ev, const char *during, char *cause);
+/*
+ * Get ready for one call (of either program) on inputs from `seed`: inputs generated
+ * (init number `init_index`), outputs poisoned, every scratch buffer zeroed,
+ * shared memory scrubbed; with `hash`, the inputs' hashes taken (blocking).
+ */
+int	evaluate_prepare_call(struct evaluate *ev, uint64_t seed, size_t init_index, bool hash,
+	    char **ret_cause);
+/* Queue p's launch plan on the stream (sets ev->running). */
+int	evaluate_launch(struct evaluate *ev, struct evaluate_prog *p, char **ret_cause);
+/* Copy the outputs (the reference's, just computed) to ev->ref_host. */
+int	evaluate_save_reference(struct evaluate *ev, char **ret_cause);
+/* Compare the outputs with ev->ref_host and the inputs with ev->in_hash;
+ * leaves no expected value on the device. */
+int	evaluate_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause);
+/* "output 'out' is wrong at index ..." for a failed check. */
+void	evaluate_check_message(struct evaluate *ev, const struct evaluate_check *c,
+	    char *buf, size_t len);
+
+/* ==== timing.c: the timed calls ==== */
+
+/*
+ * Time the reference and the candidate (DESIGN §8), adding "timing",
+ * kernel_runtime, reference_runtime and speedup to `result` -- or recording
+ * a verdict when a timed call fails or its outputs are wrong.  0, or -errno
+ * with *ret_cause when the host cannot give the exclusive GPU lock.
+ */
+int	timing_run(struct evaluate *ev, json_t *result, char **ret_cause);
+
+/* ==== end of evaluate.c and timing.c ==== */
+
+#endif /* KGYM_NVRTC_INTERNAL_H */

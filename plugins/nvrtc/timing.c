@@ -1,0 +1,317 @@
+/*
+ * timing.c -- how fast is a correct candidate, measured so it cannot lie.
+ *
+ * DESIGN §8, in the order things happen:
+ *   - the job takes its GPU's lock exclusive (no other worker's kernels
+ *     beside ours) and enters the "timing" phase, whose deadline is the
+ *     parent's business;
+ *   - warm-up calls of both programs, untimed;
+ *   - then pairs of calls, the reference then the candidate (ABAB), both on
+ *     the same fresh inputs of a new secret seed.  Before every call,
+ *     outside the timed region: inputs regenerated, outputs poisoned,
+ *     scratch zeroed, shared memory scrubbed, persisting L2 lines reset and
+ *     the L2 flushed by writing twice its size.  The flush kernel is queued
+ *     right before the start event without waiting, so the GPU is busy
+ *     while the host queues the plan: the events see the plan, not the
+ *     host's launch latency;
+ *   - CUDA events on our stream right around the whole launch plan;
+ *   - a secret random share (settings.check_fraction, at least one in ten)
+ *     of the timed candidate calls is checked against the reference's
+ *     outputs for the same inputs, and their inputs against their hashes,
+ *     so a candidate that behaves only while it is being checked -- it
+ *     cannot tell which calls are -- is caught (REWARD_HACK);
+ *   - it stops when the 95% interval of both medians is within
+ *     timing_rel_precision of the median, or at max_timing_trials pairs, or
+ *     after max_timing_ms;
+ *   - the SM clock is sampled through NVML while each timed candidate
+ *     call runs (between queuing its end event and waiting for it).
+ * A cached reference timing (request.reference_timing) skips timing the
+ * reference; it still runs, untimed, for the checked calls.  kernel_simple
+ * times the candidate alone: its timed calls are checked against untimed
+ * reference calls when it has a reference, and not at all with test cases
+ * (there is nothing to check them against).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nvrtc_internal.h"
+
+/* Seed indexes of the warm-up calls: far from the timed pairs' 0, 1, ... */
+#define TIMING_WARMUP_BASE	(UINT64_C(1) << 48)
+
+struct timing_series {
+	double *ms;
+	size_t n;
+	struct stats_summary sum;
+};
+
+static double
+timing_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A uniform number in [0, 1) from 64 random bits. */
+static double
+timing_unit(uint64_t r)
+{
+	return (double)(r >> 11) * 0x1.0p-53;
+}
+
+/*
+ * One call of p on inputs from `seed`, timed with events, into *ret_ms,
+ * with the SM clock sampled into *ret_mhz (0: unknown) unless NULL -- or a
+ * verdict on ev: every failure here is a CUDA failure, and
+ * evaluate_cuda_failure() knows whose.
+ */
+static void
+timing_call(struct evaluate *ev, struct evaluate_prog *p, uint64_t seed, size_t init,
+    bool hash, const struct device_buf *flush, const char *when, double *ret_ms,
+    unsigned int *ret_mhz)
+{
+	CUevent start = nvdev.events[p->ev_start], end = nvdev.events[p->ev_end];
+	char *cause = NULL;
+	float ms = 0.0f;
+	CUresult rc;
+
+	if (evaluate_prepare_call(ev, seed, init, hash, &cause) < 0 ||
+	    device_flush_l2(flush, (uint32_t)seed, &cause) < 0)
+		goto fail;
+	if ((rc = nvcu.cuEventRecord(start, nvdev.stream)) != CUDA_SUCCESS) {
+		device_fail(rc, &cause, "cuEventRecord");
+		goto fail;
+	}
+	if (evaluate_launch(ev, p, &cause) < 0)
+		goto fail;
+	if ((rc = nvcu.cuEventRecord(end, nvdev.stream)) != CUDA_SUCCESS) {
+		device_fail(rc, &cause, "cuEventRecord");
+		goto fail;
+	}
+	/* While the plan (most likely) runs: the clock it runs at. */
+	if (ret_mhz != NULL && device_sm_clock_mhz(ret_mhz) < 0)
+		*ret_mhz = 0;
+	if ((rc = nvcu.cuEventSynchronize(end)) != CUDA_SUCCESS ||
+	    (rc = nvcu.cuEventElapsedTime(&ms, start, end)) != CUDA_SUCCESS) {
+		device_fail(rc, &cause, "timing %s", p->what);
+		goto fail;
+	}
+	ev->running = NULL;
+	*ret_ms = ms;
+	return;
+fail:
+	evaluate_cuda_failure(ev, when, cause);
+}
+
+/*
+ * Pair k: the reference (when timed or needed for the check), then the
+ * candidate, on the same inputs.  Times go into the series when `record`;
+ * with `check`, the candidate's outputs and inputs are checked.  A failure
+ * is a verdict on ev.
+ */
+static void
+timing_pair(struct evaluate *ev, uint64_t k, bool check, bool time_ref, bool record,
+    const struct device_buf *flush, struct timing_series *ref, struct timing_series *sol,
+    unsigned int *ret_mhz)
+{
+	uint64_t seed = value_seed(ev->seed, VALUE_TAG_TIMING, k);
+	struct evaluate_check c;
+	char when[96], msg[1024], *cause = NULL;
+	double ms = 0.0;
+
+	snprintf(when, sizeof when, "timed call %llu", (unsigned long long)k + 1);
+	if (time_ref || check) {
+		timing_call(ev, &ev->ref, seed, k, false, flush, when, &ms, NULL);
+		if (ev->code == NULL && check && evaluate_save_reference(ev, &cause) < 0)
+			evaluate_cuda_failure(ev, when, cause);
+		if (ev->code != NULL)
+			return;
+		if (time_ref && record)
+			ref->ms[ref->n++] = ms;
+	}
+	timing_call(ev, &ev->sol, seed, k, check, flush, when, &ms, ret_mhz);
+	if (ev->code != NULL)
+		return;
+	if (record)
+		sol->ms[sol->n++] = ms;
+	if (!check)
+		return;
+	ev->timed_checks++;
+	if (evaluate_check(ev, &c, &cause) < 0) {
+		evaluate_cuda_failure(ev, when, cause);
+		return;
+	}
+	if (c.ok)
+		return;
+	evaluate_check_message(ev, &c, msg, sizeof msg);
+	evaluate_verdict(ev, false, "REWARD_HACK", "%s (in %s, one of the calls being timed; "
+	    "the correctness trials passed)", msg, when);
+	json_decref(ev->hack);
+	ev->hack = json_pack("{s:s, s:s, s:I}", "kind", c.mismatches == 0 ? "input_mutation" :
+	    "timed_output_mismatch", "detail", "a timed call's outputs were wrong although the "
+	    "correctness trials passed (or a race makes them unstable)", "timed_call",
+	    (json_int_t)k + 1);
+}
+
+static bool
+timing_precise(const struct timing_series *s, double rel)
+{
+	return s->n >= 6 && isfinite(s->sum.ci_rel) && s->sum.ci_rel <= rel;
+}
+
+static int
+timing_cmp_uint(const void *a, const void *b)
+{
+	unsigned int x = *(const unsigned int *)a, y = *(const unsigned int *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The timing object of one program. */
+static json_t *
+timing_json(const struct timing_series *s, double clock_mhz, const char *clock_source,
+    unsigned int warmup, unsigned int checked)
+{
+	json_t *o = stats_json(&s->sum);
+
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "l2_flush", json_true());
+	json_object_set_new(o, "clock_mhz", json_real(clock_mhz));
+	json_object_set_new(o, "clock_source", json_string(clock_source));
+	json_object_set_new(o, "warmup", json_integer(warmup));
+	json_object_set_new(o, "checked_calls", json_integer(checked));
+	return o;
+}
+
+int
+timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
+{
+	const struct evaluate_settings *set = &ev->set;
+	const json_t *cached = ev->reference_timing;
+	double cached_median = json_number_value(json_object_get(cached, "median_ms"));
+	/* kernel_simple times the candidate alone; with test cases there is
+	 * no reference to check timed calls against. */
+	bool time_ref = !ev->simple && (cached == NULL || !(cached_median > 0.0));
+	bool can_check = ev->has_ref;
+	struct timing_series ref = { 0 }, sol = { 0 };
+	struct device_buf flush = { 0 };
+	unsigned int *clocks = NULL, nclocks = 0, w, mhz;
+	uint64_t k, forced, seed;
+	double t0, ms = 0.0, clock_mhz;
+	const char *stop = "max_trials", *clock_source = "nvml";
+	char when[96], *cause = NULL;
+	json_t *kern, *refj;
+	int error = 0;
+
+	if (nvrtc_host != NULL && nvrtc_host->struct_size >= offsetof(struct kgym_host, phase) +
+	    sizeof(nvrtc_host->phase) && nvrtc_host->gpu_lock != NULL) {
+		if ((error = nvrtc_host->gpu_lock(KGYM_GPU_EXCLUSIVE)) < 0)
+			return nvrtc_fail(ret_cause, error, "timing: the exclusive GPU lock was "
+			    "refused: %s", strerror(-error));
+		if (nvrtc_host->phase != NULL)
+			nvrtc_host->phase("timing");
+	}
+	t0 = timing_now_ms();
+	if ((error = device_buf_alloc((size_t)nvdev.l2_bytes * 2, &flush, &cause)) < 0) {
+		evaluate_verdict(ev, true, error == -ENOMEM ? "RESOURCE_ERROR" : "SYSTEM_ERROR",
+		    "timing: the L2 flush buffer: %s", cause != NULL ? cause : "failed");
+		free(cause);
+		return 0;
+	}
+	if ((ref.ms = calloc(set->max_timing_trials, sizeof *ref.ms)) == NULL ||
+	    (sol.ms = calloc(set->max_timing_trials, sizeof *sol.ms)) == NULL ||
+	    (clocks = calloc(set->max_timing_trials, sizeof *clocks)) == NULL) {
+		error = nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
+		goto free_all;
+	}
+
+	for (w = 0; w < set->warmup && ev->code == NULL; w++) {
+		seed = value_seed(ev->seed, VALUE_TAG_TIMING, TIMING_WARMUP_BASE + w);
+		snprintf(when, sizeof when, "warm-up call %u", w + 1);
+		if (time_ref)
+			timing_call(ev, &ev->ref, seed, w, false, &flush, when, &ms, NULL);
+		if (ev->code == NULL)
+			timing_call(ev, &ev->sol, seed, w, false, &flush, when, &ms, NULL);
+	}
+
+	/* At least one checked call, somewhere among the first pairs. */
+	forced = value_seed(ev->seed, VALUE_TAG_SAMPLE, UINT64_MAX) % set->min_timing_trials;
+	for (k = 0; k < set->max_timing_trials && ev->code == NULL; k++) {
+		mhz = 0;
+		timing_pair(ev, k, can_check && (k == forced || timing_unit(value_seed(ev->seed,
+		    VALUE_TAG_SAMPLE, k)) < set->check_fraction), time_ref, true, &flush, &ref, &sol,
+		    &mhz);
+		if (ev->code != NULL)
+			break;
+		if (mhz != 0)
+			clocks[nclocks++] = mhz;
+		if (sol.n >= set->min_timing_trials) {
+			if ((error = stats_summarise(sol.ms, sol.n, &sol.sum)) < 0 ||
+			    (time_ref && (error = stats_summarise(ref.ms, ref.n, &ref.sum)) < 0)) {
+				error = nvrtc_fail(ret_cause, error, "timing statistics failed");
+				goto free_all;
+			}
+			if (timing_precise(&sol, set->rel_precision) &&
+			    (!time_ref || timing_precise(&ref, set->rel_precision))) {
+				stop = "precision";
+				break;
+			}
+		}
+		if (timing_now_ms() - t0 >= set->max_timing_ms) {
+			stop = "max_time";
+			break;
+		}
+	}
+	/* The time ran out before the chosen pair: one more, checked, not counted. */
+	if (ev->code == NULL && can_check && ev->timed_checks == 0)
+		timing_pair(ev, k + 1, true, time_ref, false, &flush, &ref, &sol, NULL);
+	error = 0;
+	if (ev->code != NULL)
+		goto free_all;
+
+	if ((error = stats_summarise(sol.ms, sol.n, &sol.sum)) < 0 ||
+	    (time_ref && (error = stats_summarise(ref.ms, ref.n, &ref.sum)) < 0)) {
+		error = nvrtc_fail(ret_cause, error, "timing statistics failed");
+		goto free_all;
+	}
+	if (nclocks > 0) {
+		qsort(clocks, nclocks, sizeof *clocks, timing_cmp_uint);
+		clock_mhz = clocks[nclocks / 2];
+	} else {
+		clock_mhz = nvdev.clock_khz / 1000.0;
+		clock_source = nvdev.clock_khz > 0 ? "nominal" : "unknown";
+	}
+	kern = timing_json(&sol, clock_mhz, clock_source, set->warmup, ev->timed_checks);
+	if (time_ref) {
+		refj = timing_json(&ref, clock_mhz, clock_source, set->warmup, 0);
+	} else if (!ev->simple) {
+		refj = json_deep_copy(cached);
+		json_object_set_new(refj, "cached", json_true());
+		ref.sum.median = cached_median;
+	} else {
+		refj = NULL;
+	}
+	json_object_set_new(result, "timing", json_pack("{s:o, s:o*, s:s, s:f}", "kernel", kern,
+	    "reference", refj, "stop", stop, "elapsed_ms", timing_now_ms() - t0));
+	json_object_set_new(result, "kernel_runtime", json_real(sol.sum.median));
+	if (refj != NULL) {
+		json_object_set_new(result, "reference_runtime", json_real(ref.sum.median));
+		json_object_set_new(result, "speedup", json_real(sol.sum.median > 0.0 ?
+		    ref.sum.median / sol.sum.median : 0.0));
+	}
+free_all:
+	free(clocks);
+	free(ref.ms);
+	free(sol.ms);
+	device_buf_free(&flush);
+	return error;
+}

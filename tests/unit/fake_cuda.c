@@ -1,0 +1,864 @@
+/*
+ * fake_cuda.c -- a CUDA driver made of host memory, for the nvrtc backend's
+ * unit tests on machines without a GPU (test_nvrtc_eval.c).
+ *
+ * It defines the driver functions the backend resolves with dlsym (the
+ * test executable is linked with -rdynamic and hands dlopen(NULL) to
+ * device_attach()).  "Device" pointers are host pointers; the virtual
+ * memory calls are mmap/mprotect, so the guard after a tensor is a real
+ * PROT_NONE page.  Kernels are C functions looked up by name: the trusted
+ * helpers (ports of helpers.c's CUDA, same arithmetic) and a few
+ * candidates that are right, wrong, partial, mutating, crashing or
+ * cheating.  Time is simulated: each candidate launch advances a clock by
+ * its cost with 0.2% noise, so timing statistics converge predictably.
+ * Everything runs synchronously on the calling thread.
+ */
+#include "config.h"
+
+#include <sys/mman.h>
+
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvrtc_internal.h"
+#include "fake_cuda.h"
+
+struct CUctx_st { int unused; };
+struct CUmod_st { int unused; };
+struct CUstream_st { int unused; };
+struct CUevent_st { double t; };
+
+typedef uint64_t u64;
+typedef int64_t i64;
+
+struct fake_kernel {
+	const char *name;
+	size_t nparams;
+	size_t sizes[8];
+	double cost_ms;
+	int max_threads;
+	int static_shared;
+	void (*run)(void **args, const unsigned int grid[3], const unsigned int block[3]);
+};
+
+static struct CUctx_st fake_ctx;
+static struct CUmod_st fake_mod;
+static double fake_clock;
+static uint64_t fake_rng = 0x1234567;
+static CUresult fake_sticky;
+
+struct fake_stats fake_stats;
+
+/*
+ * Leak detection: the reference's outputs (a 64-byte signature of each
+ * call's) must not be anywhere in "device" memory when a candidate kernel
+ * starts.  Every mapped region is scanned for every signature, through a
+ * hash of the signatures' first 8 bytes.
+ */
+#define FAKE_SIG		64
+#define FAKE_MAX_SIGS		4096
+#define FAKE_MAX_REGIONS	512
+static struct {
+	uintptr_t p;
+	size_t n;
+} fake_regions[FAKE_MAX_REGIONS];
+static unsigned char fake_sigs[FAKE_MAX_SIGS][FAKE_SIG];
+static int fake_sig_slot[2 * FAKE_MAX_SIGS];	/* index + 1; 0 empty */
+static size_t fake_nsigs;
+
+static void
+fake_region(uintptr_t p, size_t n, bool add)
+{
+	size_t i;
+
+	for (i = 0; i < FAKE_MAX_REGIONS; i++) {
+		if (add && fake_regions[i].p == 0) {
+			fake_regions[i].p = p;
+			fake_regions[i].n = n;
+			return;
+		}
+		if (!add && fake_regions[i].p == p) {
+			fake_regions[i].p = 0;
+			return;
+		}
+	}
+}
+
+static size_t
+fake_sig_hash(const unsigned char *b)
+{
+	uint64_t k;
+
+	memcpy(&k, b, 8);
+	return (size_t)(value_mix64(k) % (2 * FAKE_MAX_SIGS));
+}
+
+static void
+fake_sign(const void *out, size_t bytes)
+{
+	size_t h;
+
+	if (bytes < FAKE_SIG || fake_nsigs == FAKE_MAX_SIGS)
+		return;
+	memcpy(fake_sigs[fake_nsigs], out, FAKE_SIG);
+	for (h = fake_sig_hash(out); fake_sig_slot[h] != 0; h = (h + 1) % (2 * FAKE_MAX_SIGS))
+		;
+	fake_sig_slot[h] = (int)++fake_nsigs;
+}
+
+static void
+fake_scan(void)
+{
+	const unsigned char *b;
+	size_t r, off, h;
+
+	for (r = 0; r < FAKE_MAX_REGIONS; r++) {
+		if (fake_regions[r].p == 0 || fake_regions[r].n < FAKE_SIG)
+			continue;
+		b = (const unsigned char *)fake_regions[r].p;
+		for (off = 0; off + FAKE_SIG <= fake_regions[r].n; off += 4)
+			for (h = fake_sig_hash(b + off); fake_sig_slot[h] != 0;
+			    h = (h + 1) % (2 * FAKE_MAX_SIGS))
+				if (memcmp(fake_sigs[fake_sig_slot[h] - 1], b + off, FAKE_SIG) == 0)
+					fake_stats.leaks++;
+	}
+}
+
+/* ------------------------------------------------ helper kernels (C) */
+
+static u64
+kg_word(u64 key, u64 c)
+{
+	return value_mix64(key + (c + 1) * UINT64_C(0x9e3779b97f4a7c15));
+}
+
+static void
+kg_store_f(void *p, u64 i, int dt, double v)
+{
+	switch (dt) {
+	case SPEC_FLOAT64: ((double *)p)[i] = v; break;
+	case SPEC_FLOAT32: ((float *)p)[i] = (float)v; break;
+	case SPEC_FLOAT16: ((uint16_t *)p)[i] = value_float_to_half((float)v); break;
+	case SPEC_BFLOAT16: ((uint16_t *)p)[i] = value_float_to_bf16((float)v); break;
+	}
+}
+
+static void
+kg_store_i(void *p, u64 i, int dt, i64 v)
+{
+	switch (dt) {
+	case SPEC_INT64: ((int64_t *)p)[i] = v; break;
+	case SPEC_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+	case SPEC_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+	case SPEC_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+	case SPEC_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+	case SPEC_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+	default: kg_store_f(p, i, dt, (double)v); break;
+	}
+}
+
+static void
+kg_init(void **a, const unsigned int *g, const unsigned int *b)
+{
+	void *p = *(void **)a[0];
+	u64 n = *(u64 *)a[1], seed = *(u64 *)a[6], i;
+	int dt = *(int *)a[2], kind = *(int *)a[3];
+	double lo = *(double *)a[4], hi = *(double *)a[5];
+	u64 key = value_mix64(seed ^ UINT64_C(0x696e697469616c73));
+
+	fake_stats.inits++;
+	for (i = 0; i < n; i++) {
+		u64 r1 = kg_word(key, 2 * i), r2 = kg_word(key, 2 * i + 1);
+
+		if (kind == 2) {
+			i64 l = (i64)lo;
+			u64 span = (u64)((i64)hi - l);
+
+			kg_store_i(p, i, dt, span == 0 ? l : l + (i64)(r1 % span));
+		} else {
+			double u1 = (double)((r1 >> 11) + 1) * 0x1.0p-53;
+			double u2 = (double)(r2 >> 11) * 0x1.0p-53;
+
+			kg_store_f(p, i, dt, kind == 0 ?
+			    lo + hi * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2) :
+			    lo + (hi - lo) * (u1 - 0x1.0p-53));
+		}
+	}
+}
+
+static void
+kg_poison(void **a, const unsigned int *g, const unsigned int *b)
+{
+	void *p = *(void **)a[0];
+	u64 n = *(u64 *)a[1], seed = *(u64 *)a[3], i;
+	int dt = *(int *)a[2];
+	u64 key = value_mix64(seed ^ UINT64_C(0x706f69736f6e6564));
+
+	fake_stats.poisons++;
+	for (i = 0; i < n; i++) {
+		u64 r = kg_word(key, i);
+
+		switch (dt) {
+		case SPEC_FLOAT64:
+			((u64 *)p)[i] = UINT64_C(0x7ff8000000000000) |
+			    (r & UINT64_C(0x8007ffffffffffff));
+			break;
+		case SPEC_FLOAT32:
+			((uint32_t *)p)[i] = 0x7fc00000u | ((uint32_t)r & 0x803fffffu);
+			break;
+		case SPEC_FLOAT16:
+			((uint16_t *)p)[i] = (uint16_t)(0x7e00u | ((uint32_t)r & 0x81ffu));
+			break;
+		case SPEC_BFLOAT16:
+			((uint16_t *)p)[i] = (uint16_t)(0x7fc0u | ((uint32_t)r & 0x803fu));
+			break;
+		case SPEC_INT64: ((u64 *)p)[i] = r; break;
+		case SPEC_INT32: ((uint32_t *)p)[i] = (uint32_t)r; break;
+		case SPEC_INT16: ((uint16_t *)p)[i] = (uint16_t)r; break;
+		case SPEC_INT8: case SPEC_UINT8: ((uint8_t *)p)[i] = (uint8_t)r; break;
+		default: ((uint8_t *)p)[i] = (uint8_t)(2 + r % 254); break;
+		}
+	}
+}
+
+static void
+kg_compare(void **a, const unsigned int *g, const unsigned int *b)
+{
+	const void *got = *(void **)a[0], *exp = *(void **)a[1];
+	u64 n = *(u64 *)a[2], i;
+	int dt = *(int *)a[3];
+	double atol = *(double *)a[4], rtol = *(double *)a[5];
+	struct helpers_cmp *res = *(struct helpers_cmp **)a[6];
+	size_t es = spec_dtype_size((enum spec_dtype)dt);
+	double mabs = 0.0, mrel = 0.0, ge, ee, d;
+	bool ok;
+
+	fake_stats.compares++;
+	for (i = 0; i < n; i++) {
+		ge = value_get((enum spec_dtype)dt, (const char *)got + i * es);
+		ee = value_get((enum spec_dtype)dt, (const char *)exp + i * es);
+		if (dt >= SPEC_INT64) {
+			ok = memcmp((const char *)got + i * es, (const char *)exp + i * es, es) == 0;
+			d = fabs(ge - ee);
+			mabs = fmax(mabs, d);
+			if (ee != 0)
+				mrel = fmax(mrel, d / fabs(ee));
+		} else if (isnan(ee)) {
+			ok = isnan(ge);
+		} else if (isinf(ee)) {
+			ok = ge == ee;
+		} else if (!isfinite(ge)) {
+			ok = false;
+			res->nonfinite++;
+		} else {
+			d = fabs(ge - ee);
+			ok = d <= atol + rtol * fabs(ee);
+			mabs = fmax(mabs, d);
+			if (ee != 0.0)
+				mrel = fmax(mrel, d / fabs(ee));
+		}
+		if (!ok) {
+			if (res->mismatches++ == 0 && ~i > res->first_bad_inv)
+				res->first_bad_inv = ~i;
+		}
+	}
+	memcpy(&res->max_abs_bits, &mabs, 8);
+	memcpy(&res->max_rel_bits, &mrel, 8);
+}
+
+static void
+kg_hash(void **a, const unsigned int *g, const unsigned int *b)
+{
+	const unsigned char *p = *(void **)a[0];
+	u64 nbytes = *(u64 *)a[1], salt = *(u64 *)a[2], *out = *(u64 **)a[3];
+	u64 nw = nbytes / 8, h = 0, i, w, t = 0;
+
+	for (i = 0; i < nw; i++) {
+		memcpy(&w, p + i * 8, 8);
+		h += value_mix64(w ^ kg_word(salt, i));
+	}
+	if (nbytes % 8 != 0) {
+		for (i = nw * 8; i < nbytes; i++)
+			t = (t << 8) | p[i];
+		h += value_mix64(t ^ kg_word(salt, nw) ^ (nbytes % 8));
+	}
+	*out += h;
+}
+
+static void
+kg_flush(void **a, const unsigned int *g, const unsigned int *b)
+{
+	uint32_t *p = *(uint32_t **)a[0], v = *(uint32_t *)a[2];
+	u64 n = *(u64 *)a[1], i;
+
+	fake_stats.flushes++;
+	for (i = 0; i < n; i++)
+		p[i] = v + (uint32_t)i;
+}
+
+static void
+kg_scrub(void **a, const unsigned int *g, const unsigned int *b)
+{
+	fake_stats.scrubs++;
+}
+
+/* --------------------------------------------- candidate kernels (C) */
+
+#define VADD_ARGS						\
+	const float *x = *(const float **)a[0];			\
+	const float *y = *(const float **)a[1];			\
+	float *o = *(float **)a[2];				\
+	int n = *(int *)a[3], i
+
+static void
+vadd(void **a, const unsigned int *g, const unsigned int *b)
+{
+	VADD_ARGS;
+
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i];
+}
+
+/* The reference: as vadd, and its outputs are remembered for fake_scan(). */
+static void
+vadd_ref(void **a, const unsigned int *g, const unsigned int *b)
+{
+	float *o = *(float **)a[2];
+	int n = *(int *)a[3];
+
+	vadd(a, g, b);
+	fake_sign(o, (size_t)n * sizeof *o);
+}
+
+static void
+vadd_off(void **a, const unsigned int *g, const unsigned int *b)
+{
+	VADD_ARGS;
+
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i] + (i == n / 2 ? 0.5f : 0.0f);
+}
+
+static void
+vadd_half(void **a, const unsigned int *g, const unsigned int *b)
+{
+	VADD_ARGS;
+
+	for (i = 0; i < n / 2; i++)
+		o[i] = x[i] + y[i];
+}
+
+static void
+vadd_mutate(void **a, const unsigned int *g, const unsigned int *b)
+{
+	VADD_ARGS;
+
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i];
+	((float *)x)[0] = 7.0f;
+}
+
+/* Right, then one element past the end of the output. */
+static void
+vadd_overrun(void **a, const unsigned int *g, const unsigned int *b)
+{
+	VADD_ARGS;
+
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i];
+	o[n] = 1.0f;
+}
+
+static void
+vadd_crash(void **a, const unsigned int *g, const unsigned int *b)
+{
+	fake_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+/* Right while it is being watched, or so it thinks: wrong after 12 calls. */
+static void
+vadd_lazy(void **a, const unsigned int *g, const unsigned int *b)
+{
+	static int calls;
+	VADD_ARGS;
+
+	if (++calls > 12) {
+		for (i = 0; i < n; i++)
+			o[i] = 0.0f;
+		return;
+	}
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i];
+}
+
+/* o = x * alpha, n as a 64-bit parameter. */
+static void
+scale64(void **a, const unsigned int *g, const unsigned int *b)
+{
+	const float *x = *(const float **)a[0];
+	float *o = *(float **)a[1], alpha = *(float *)a[2];
+	int64_t n = *(int64_t *)a[3], i;
+
+	for (i = 0; i < n; i++)
+		o[i] = x[i] * alpha;
+}
+
+/* out[i] = (x[i] > 0) for int32 x into bool out; n rows x 3 cols. */
+static void
+positive(void **a, const unsigned int *g, const unsigned int *b)
+{
+	const int32_t *x = *(const int32_t **)a[0];
+	uint8_t *o = *(uint8_t **)a[1];
+	int n = *(int *)a[2], i;
+
+	for (i = 0; i < n; i++)
+		o[i] = x[i] > 0;
+}
+
+#define P4	4, { 8, 8, 8, 4 }
+static const struct fake_kernel fake_kernels[] = {
+	{ "kg_init", 7, { 8, 8, 4, 4, 8, 8, 8 }, 0, 1024, 0, kg_init },
+	{ "kg_poison", 4, { 8, 8, 4, 8 }, 0, 1024, 0, kg_poison },
+	{ "kg_compare", 7, { 8, 8, 8, 4, 8, 8, 8 }, 0, 1024, 0, kg_compare },
+	{ "kg_hash", 4, { 8, 8, 8, 8 }, 0, 1024, 0, kg_hash },
+	{ "kg_flush", 3, { 8, 8, 4 }, 0, 1024, 0, kg_flush },
+	{ "kg_scrub", 1, { 4 }, 0, 1024, 0, kg_scrub },
+	{ "vadd_ref", P4, 0.100, 1024, 0, vadd_ref },
+	{ "vadd", P4, 0.050, 1024, 0, vadd },
+	{ "vadd_off", P4, 0.050, 1024, 0, vadd_off },
+	{ "vadd_half", P4, 0.050, 1024, 0, vadd_half },
+	{ "vadd_mutate", P4, 0.050, 1024, 0, vadd_mutate },
+	{ "vadd_crash", P4, 0.050, 1024, 0, vadd_crash },
+	{ "vadd_overrun", P4, 0.050, 1024, 0, vadd_overrun },
+	{ "vadd_lazy", P4, 0.050, 1024, 0, vadd_lazy },
+	{ "vadd_regs", P4, 0.050, 256, 0, vadd },	/* registers allow 256 threads */
+	{ "vadd_static", P4, 0.050, 1024, 40000, vadd },
+	{ "scale64", 4, { 8, 8, 4, 8 }, 0.020, 1024, 0, scale64 },
+	{ "positive", 3, { 8, 8, 4 }, 0.010, 1024, 0, positive },
+};
+
+static const struct fake_kernel *
+fake_kernel(CUfunction f)
+{
+	return (const struct fake_kernel *)(const void *)f;
+}
+
+/* ------------------------------------------------------------ driver */
+
+#define STICKY()	do { if (fake_sticky != CUDA_SUCCESS) return fake_sticky; } while (0)
+
+void
+fake_reset(void)
+{
+	fake_sticky = CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuGetErrorName(CUresult error, const char **pStr)
+{
+	*pStr = error == CUDA_ERROR_ILLEGAL_ADDRESS ? "CUDA_ERROR_ILLEGAL_ADDRESS" :
+	    error == CUDA_ERROR_NOT_FOUND ? "CUDA_ERROR_NOT_FOUND" :
+	    error == CUDA_ERROR_INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE" : "CUDA_ERROR_FAKE";
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuGetErrorString(CUresult error, const char **pStr)
+{
+	*pStr = error == CUDA_ERROR_ILLEGAL_ADDRESS ?
+	    "an illegal memory access was encountered" : "fake error";
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuDriverGetVersion(int *v)
+{
+	*v = CUDA_VERSION;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuCtxGetCurrent(CUcontext *pctx)
+{
+	*pctx = &fake_ctx;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuCtxGetDevice(CUdevice *device)
+{
+	*device = 0;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuCtxSynchronize(void)
+{
+	STICKY();
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuCtxResetPersistingL2Cache(void)
+{
+	STICKY();
+	fake_stats.l2_resets++;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+	switch (attrib) {
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
+	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 4; break;
+	case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *pi = 1980000; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *pi = 1024; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *pi = 1024; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *pi = 64; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *pi = 2147483647; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *pi = 65535; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *pi = 65535; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *pi = 49152; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *pi = 232448; break;
+	case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *pi = 1 << 16; break;	/* small: fast flushes */
+	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = 1; break;
+	default: return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	snprintf(name, (size_t)len, "Fake H100");
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuDeviceGetPCIBusId(char *id, int len, CUdevice dev)
+{
+	snprintf(id, (size_t)len, "0000:00:00.0");
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuDeviceTotalMem(size_t *bytes, CUdevice dev)
+{
+	*bytes = (size_t)80 << 30;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuStreamCreate(CUstream *s, unsigned int flags)
+{
+	*s = calloc(1, sizeof **s);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuStreamDestroy(CUstream s)
+{
+	free(s);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuStreamSynchronize(CUstream s)
+{
+	STICKY();
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuEventCreate(CUevent *e, unsigned int flags)
+{
+	*e = calloc(1, sizeof **e);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuEventDestroy(CUevent e)
+{
+	free(e);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuEventRecord(CUevent e, CUstream s)
+{
+	STICKY();
+	e->t = fake_clock;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuEventSynchronize(CUevent e)
+{
+	STICKY();
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuEventElapsedTime(float *ms, CUevent start, CUevent end)
+{
+	STICKY();
+	*ms = (float)(end->t - start->t);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuModuleLoadData(CUmodule *m, const void *image)
+{
+	/* A cubin whose text says so does not load (tests of that path). */
+	if (strncmp(image, "BROKEN", 6) == 0)
+		return CUDA_ERROR_INVALID_IMAGE;
+	*m = &fake_mod;
+	fake_stats.modules++;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuModuleUnload(CUmodule m)
+{
+	fake_stats.modules--;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof fake_kernels / sizeof fake_kernels[0]; i++) {
+		if (strcmp(fake_kernels[i].name, name) == 0) {
+			*f = (CUfunction)(void *)(uintptr_t)&fake_kernels[i];
+			return CUDA_SUCCESS;
+		}
+	}
+	return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult CUDAAPI
+cuFuncGetParamInfo(CUfunction f, size_t index, size_t *offset, size_t *size)
+{
+	const struct fake_kernel *k = fake_kernel(f);
+
+	if (index >= k->nparams)
+		return CUDA_ERROR_INVALID_VALUE;
+	*offset = 0;
+	*size = k->sizes[index];
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction f)
+{
+	const struct fake_kernel *k = fake_kernel(f);
+
+	switch (attrib) {
+	case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = k->max_threads; break;
+	case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = k->static_shared; break;
+	case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = 49152 - k->static_shared; break;
+	case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
+	default: return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuFuncSetAttribute(CUfunction f, CUfunction_attribute attrib, int value)
+{
+	return CUDA_SUCCESS;
+}
+
+/* Gaussian noise for simulated kernel times. */
+static double
+fake_gauss(void)
+{
+	double u1, u2;
+
+	fake_rng = value_mix64(fake_rng);
+	u1 = (double)((fake_rng >> 11) + 1) * 0x1.0p-53;
+	fake_rng = value_mix64(fake_rng);
+	u2 = (double)(fake_rng >> 11) * 0x1.0p-53;
+	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* A kernel touching a guard page faults like a GPU: a sticky error. */
+static sigjmp_buf fake_fault_jmp;
+
+static void
+fake_on_segv(int sig)
+{
+	siglongjmp(fake_fault_jmp, 1);
+}
+
+CUresult CUDAAPI
+cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+    unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream s,
+    void **params, void **extra)
+{
+	const struct fake_kernel *k = fake_kernel(f);
+	unsigned int grid[3] = { gx, gy, gz }, block[3] = { bx, by, bz };
+
+	STICKY();
+	if (gx == 0 || gy == 0 || gz == 0 || bx * by * bz == 0 ||
+	    bx * by * bz > (unsigned int)k->max_threads)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (k->cost_ms > 0.0 && k->run != vadd_ref)
+		fake_scan();		/* candidate code is about to run */
+	{
+		struct sigaction sa, old;
+
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = fake_on_segv;
+		sigaction(SIGSEGV, &sa, &old);
+		if (sigsetjmp(fake_fault_jmp, 1) == 0)
+			k->run(params, grid, block);
+		else
+			fake_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+		sigaction(SIGSEGV, &old, NULL);
+	}
+	if (k->cost_ms > 0.0) {
+		fake_clock += k->cost_ms * (1.0 + 0.002 * fake_gauss());
+		fake_stats.candidate_launches++;
+	} else {
+		fake_clock += 0.001;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemAlloc(CUdeviceptr *p, size_t bytes)
+{
+	void *m = calloc(1, bytes);
+
+	if (m == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*p = (CUdeviceptr)(uintptr_t)m;
+	fake_stats.live_allocs++;
+	fake_region((uintptr_t)m, bytes, true);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemFree(CUdeviceptr p)
+{
+	fake_region((uintptr_t)p, 0, false);
+	free((void *)(uintptr_t)p);
+	fake_stats.live_allocs--;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemGetInfo(size_t *free_bytes, size_t *total)
+{
+	*free_bytes = *total = (size_t)80 << 30;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+	STICKY();
+	memcpy((void *)(uintptr_t)dst, src, n);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	STICKY();
+	memcpy(dst, (const void *)(uintptr_t)src, n);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
+{
+	STICKY();
+	memset((void *)(uintptr_t)dst, v, n);
+	return CUDA_SUCCESS;
+}
+
+#define FAKE_GRANULE	((size_t)64 << 10)
+
+CUresult CUDAAPI
+cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
+    CUmemAllocationGranularity_flags option)
+{
+	*g = FAKE_GRANULE;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
+    unsigned long long flags)
+{
+	void *m = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (m == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*p = (CUdeviceptr)(uintptr_t)m;
+	fake_stats.live_allocs++;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemAddressFree(CUdeviceptr p, size_t size)
+{
+	munmap((void *)(uintptr_t)p, size);
+	fake_stats.live_allocs--;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+    unsigned long long flags)
+{
+	if (size % FAKE_GRANULE != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	*h = (CUmemGenericAllocationHandle)size;
+	fake_stats.live_handles++;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemRelease(CUmemGenericAllocationHandle h)
+{
+	fake_stats.live_handles--;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+    unsigned long long flags)
+{
+	if (size != (size_t)h || mprotect((void *)(uintptr_t)p, size, PROT_READ | PROT_WRITE) < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	fake_region((uintptr_t)p, size, true);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemUnmap(CUdeviceptr p, size_t size)
+{
+	fake_region((uintptr_t)p, 0, false);
+	madvise((void *)(uintptr_t)p, size, MADV_DONTNEED);
+	mprotect((void *)(uintptr_t)p, size, PROT_NONE);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI
+cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	return CUDA_SUCCESS;
+}

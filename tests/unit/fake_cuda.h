@@ -1,0 +1,22 @@
+/*
+ * fake_cuda.h -- what the fake CUDA driver (fake_cuda.c) lets a test see:
+ * counters of what the backend asked of it, and a reset of its sticky
+ * error.  The driver functions themselves are <cuda.h>'s.
+ */
+#ifndef KGYM_TESTS_FAKE_CUDA_H
+#define KGYM_TESTS_FAKE_CUDA_H
+
+struct fake_stats {
+	long inits, poisons, compares, flushes, scrubs, l2_resets;
+	long candidate_launches;	/* kernels with a cost: references and candidates */
+	long modules;			/* loaded, not unloaded */
+	long live_allocs, live_handles;	/* reservations/cuMemAlloc, physical handles */
+	long leaks;			/* reference outputs found when a candidate started */
+};
+
+extern struct fake_stats fake_stats;
+
+/* Forget a sticky error, as a fresh worker would start without one. */
+void	fake_reset(void);
+
+#endif /* KGYM_TESTS_FAKE_CUDA_H */
