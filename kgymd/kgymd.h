@@ -281,8 +281,12 @@ int	store_rollback(struct store *store);
 int	store_insert(struct store *store, const struct store_row *row, int64_t *ret_seq);
 /* -ENOENT when absent.  *ret_row is owned by the caller. */
 int	store_get(struct store *store, const char *id, struct store_row **ret_row);
-/* queued -> running, attempt = attempt, started_ms = now. */
-int	store_mark_running(struct store *store, const char *id, int attempt, int64_t now_ms);
+/*
+ * queued -> running, attempt = attempt, started_ms = now; the row's payload
+ * in *ret_payload (malloc'd) unless ret_payload is NULL.
+ */
+int	store_mark_running(struct store *store, const char *id, int attempt, int64_t now_ms,
+	    char **ret_payload);
 /* running -> queued (shutdown requeue). */
 int	store_mark_queued(struct store *store, const char *id);
 /* -> terminal state with optional error and result JSON text. */

@@ -274,8 +274,8 @@ sched_deadline(evutil_socket_t fd, short what, void *arg)
 static int
 sched_prepare(struct task *task, char **ret_cause)
 {
-	struct store_row *row = NULL;
 	json_error_t jerr;
+	char *payload = NULL;
 	int error;
 
 	task->wf = plugin_find_workflow(task->workflow);
@@ -285,21 +285,18 @@ sched_prepare(struct task *task, char **ret_cause)
 			*ret_cause = NULL;
 		return -ENOENT;
 	}
-	if ((error = store_get(kgymd_store, task->id, &row)) < 0) {
-		*ret_cause = strdup("the task vanished from the store");
-		return error;
-	}
-	task->payload = json_loads(row->payload, 0, &jerr);
-	store_row_free(row);
-	if (task->payload == NULL) {
-		*ret_cause = strdup("the stored payload is not valid JSON");
-		return -EINVAL;
-	}
 	task->attempt++;
-	error = store_mark_running(kgymd_store, task->id, task->attempt, stats_wall_ms());
+	error = store_mark_running(kgymd_store, task->id, task->attempt, stats_wall_ms(),
+	    &payload);
 	if (error < 0) {
 		*ret_cause = strdup("the task store could not mark the task running");
 		return error;
+	}
+	task->payload = payload != NULL ? json_loads(payload, 0, &jerr) : NULL;
+	free(payload);
+	if (task->payload == NULL) {
+		*ret_cause = strdup("the stored payload is not valid JSON");
+		return -EINVAL;
 	}
 	return 0;
 }

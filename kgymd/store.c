@@ -109,8 +109,9 @@ static const char *const store_sql_text[SQL__COUNT] = {
 	[SQL_GET] = "SELECT " STORE_COLS_FULL " FROM tasks WHERE id = ?1",
 	[SQL_STATE] = "SELECT state FROM tasks WHERE id = ?1",
 	/* A terminal row is final: no statement below may bring it back. */
+	/* RETURNING: the dispatcher needs the payload; one statement, not two. */
 	[SQL_RUNNING] = "UPDATE tasks SET state = 1, attempt = ?2,"
-	    " started_ms = ?3 WHERE id = ?1 AND state IN (0, 1)",
+	    " started_ms = ?3 WHERE id = ?1 AND state IN (0, 1) RETURNING payload",
 	[SQL_QUEUED] = "UPDATE tasks SET state = 0"
 	    " WHERE id = ?1 AND state IN (0, 1)",
 	[SQL_DONE] = "UPDATE tasks SET state = ?2, error_code = ?3,"
@@ -444,7 +445,7 @@ store_set_journal(struct store *store, bool sync_full, char **ret_cause)
 {
 	sqlite3_stmt *st;
 	const unsigned char *mode;
-	char sql[96];
+	char sql[256];
 	int rc, err;
 
 	rc = sqlite3_prepare_v2(store->db, "PRAGMA journal_mode = WAL", -1,
@@ -468,9 +469,16 @@ store_set_journal(struct store *store, bool sync_full, char **ret_cause)
 	}
 	sqlite3_finalize(st);
 
+	/*
+	 * A 16 MiB page cache keeps the hot index pages in memory, and
+	 * checkpointing every 8192 pages instead of 1000 lets the hot index
+	 * pages that every commit rewrites reach the database file once per
+	 * checkpoint instead of many times (measured: bench/control).
+	 */
 	snprintf(sql, sizeof sql, "PRAGMA synchronous = %s;"
-	    " PRAGMA journal_size_limit = %d;", sync_full ? "FULL" : "NORMAL",
-	    STORE_WAL_LIMIT_BYTES);
+	    " PRAGMA journal_size_limit = %d; PRAGMA cache_size = -16384;"
+	    " PRAGMA wal_autocheckpoint = 8192; PRAGMA temp_store = MEMORY;",
+	    sync_full ? "FULL" : "NORMAL", STORE_WAL_LIMIT_BYTES);
 	if ((err = store_exec_sql(store, sql, ret_cause)) != 0)
 		return err;
 	return 0;
@@ -728,10 +736,12 @@ store_update_one(struct store *store, sqlite3_stmt *st, const char *id,
 }
 
 int
-store_mark_running(struct store *store, const char *id, int attempt, int64_t now_ms)
+store_mark_running(struct store *store, const char *id, int attempt, int64_t now_ms,
+    char **ret_payload)
 {
 	sqlite3_stmt *st = store->sql[SQL_RUNNING];
-	int rc = SQLITE_OK;
+	char *payload = NULL;
+	int rc = SQLITE_OK, err;
 
 	if (id == NULL)
 		return -EINVAL;
@@ -740,7 +750,33 @@ store_mark_running(struct store *store, const char *id, int attempt, int64_t now
 	store_bind_int64(st, 3, now_ms, &rc);
 	if (rc != SQLITE_OK)
 		return store_bind_failed(store, st, rc, "mark running");
-	return store_update_one(store, st, id, "mark running");
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		if (ret_payload != NULL && (err = store_strdup_col(st, 0, &payload)) != 0) {
+			store_stmt_done(st);
+			return err;
+		}
+		/* Step to the end so the update is complete. */
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+			;
+		if (rc != SQLITE_DONE) {
+			err = store_error(store, rc, "mark running");
+			store_stmt_done(st);
+			free(payload);
+			return err;
+		}
+		store_stmt_done(st);
+		if (ret_payload != NULL)
+			*ret_payload = payload;
+		return 0;
+	}
+	if (rc != SQLITE_DONE) {
+		err = store_error(store, rc, "mark running");
+		store_stmt_done(st);
+		return err;
+	}
+	store_stmt_done(st);
+	return store_why_unchanged(store, id, "mark running");
 }
 
 int

@@ -235,11 +235,16 @@ test_transitions(void **state)
 {
 	struct fixture *f = *state;
 	struct store_row *got;
+	char *payload = NULL;
 
 	insert_queued(f->store, "t", 10);
 
-	assert_int_equal(store_mark_running(f->store, "t", 1, 1000), 0);
+	/* Marking running hands back the stored payload in the same statement. */
+	assert_int_equal(store_mark_running(f->store, "t", 1, 1000, &payload), 0);
+	assert_non_null(payload);
 	got = get(f->store, "t");
+	assert_string_equal(payload, got->payload);
+	free(payload);
 	assert_int_equal(got->state, TASK_RUNNING);
 	assert_int_equal(got->attempt, 1);
 	assert_int_equal(got->started_ms, 1000);
@@ -253,7 +258,7 @@ test_transitions(void **state)
 	assert_int_equal(got->attempt, 1);
 	store_row_free(got);
 
-	assert_int_equal(store_mark_running(f->store, "t", 2, 2000), 0);
+	assert_int_equal(store_mark_running(f->store, "t", 2, 2000, NULL), 0);
 	assert_int_equal(store_mark_done(f->store, "t", TASK_RUNNING, NULL, NULL,
 	    NULL, 3000), -EINVAL);
 	assert_int_equal(store_mark_done(f->store, "t", TASK_COMPLETED, NULL,
@@ -271,7 +276,7 @@ test_transitions(void **state)
 	assert_int_equal(store_mark_done(f->store, "t", TASK_CANCELLED,
 	    "CANCELLED", "cancelled", "{\"status\":\"cancelled\"}", 4000),
 	    -EALREADY);
-	assert_int_equal(store_mark_running(f->store, "t", 3, 5000), -EALREADY);
+	assert_int_equal(store_mark_running(f->store, "t", 3, 5000, NULL), -EALREADY);
 	assert_int_equal(store_mark_queued(f->store, "t"), -EALREADY);
 	got = get(f->store, "t");
 	assert_int_equal(got->state, TASK_COMPLETED);
@@ -291,7 +296,7 @@ test_transitions(void **state)
 	assert_null(got->result);
 	store_row_free(got);
 
-	assert_int_equal(store_mark_running(f->store, "ghost", 1, 1), -ENOENT);
+	assert_int_equal(store_mark_running(f->store, "ghost", 1, 1, NULL), -ENOENT);
 	assert_int_equal(store_mark_queued(f->store, "ghost"), -ENOENT);
 	assert_int_equal(store_mark_done(f->store, "ghost", TASK_FAILED, NULL,
 	    NULL, NULL, 1), -ENOENT);
@@ -330,17 +335,17 @@ test_recover(void **state)
 
 	insert_queued(f->store, "q1", 1);
 	insert_queued(f->store, "r1", 2);
-	assert_int_equal(store_mark_running(f->store, "r1", 1, 100), 0);
+	assert_int_equal(store_mark_running(f->store, "r1", 1, 100, NULL), 0);
 	insert_queued(f->store, "q2", 3);
 	insert_queued(f->store, "r3", 4);
-	assert_int_equal(store_mark_running(f->store, "r3", 3, 100), 0);
+	assert_int_equal(store_mark_running(f->store, "r3", 3, 100, NULL), 0);
 	insert_queued(f->store, "r5", 5);
-	assert_int_equal(store_mark_running(f->store, "r5", 5, 100), 0);
+	assert_int_equal(store_mark_running(f->store, "r5", 5, 100, NULL), 0);
 	insert_queued(f->store, "done", 6);
 	assert_int_equal(store_mark_done(f->store, "done", TASK_COMPLETED, NULL,
 	    NULL, "{}", 200), 0);
 	insert_queued(f->store, "r2", 7);
-	assert_int_equal(store_mark_running(f->store, "r2", 2, 100), 0);
+	assert_int_equal(store_mark_running(f->store, "r2", 2, 100, NULL), 0);
 
 	assert_int_equal(store_recover(f->store, 3, 99999, collect_cb, &s,
 	    &failed), 0);
@@ -421,7 +426,7 @@ test_recover_single_attempt(void **state)
 	int failed = -1;
 
 	insert_queued(f->store, "once", 1);
-	assert_int_equal(store_mark_running(f->store, "once", 1, 5), 0);
+	assert_int_equal(store_mark_running(f->store, "once", 1, 5, NULL), 0);
 	assert_int_equal(store_recover(f->store, 1, 6, NULL, NULL, &failed), 0);
 	assert_int_equal(failed, 1);
 	got = get(f->store, "once");
@@ -470,7 +475,7 @@ test_list(void **state)
 			assert_int_equal(store_mark_done(f->store, id,
 			    TASK_COMPLETED, NULL, NULL, "{\"x\":1}", 100 + i), 0);
 		else if (i % 3 == 2)
-			assert_int_equal(store_mark_running(f->store, id, 1, i), 0);
+			assert_int_equal(store_mark_running(f->store, id, 1, i, NULL), 0);
 	}
 
 	memset(&l, 0, sizeof l);
@@ -539,7 +544,7 @@ test_prune_and_count(void **state)
 	    TASK_CANCELLED, "CANCELLED", "x", NULL, 300), 0);
 	insert_queued(f->store, "queued", 4);
 	insert_queued(f->store, "running", 5);
-	assert_int_equal(store_mark_running(f->store, "running", 1, 6), 0);
+	assert_int_equal(store_mark_running(f->store, "running", 1, 6, NULL), 0);
 	last_seq = insert_queued(f->store, "old-last", 6);
 	assert_int_equal(store_mark_done(f->store, "old-last", TASK_FAILED,
 	    NULL, NULL, NULL, 150), 0);
@@ -610,7 +615,7 @@ test_transactions(void **state)
 	assert_state(f->store, "b2", TASK_QUEUED);
 
 	/* store_recover joins a transaction the caller holds. */
-	assert_int_equal(store_mark_running(f->store, "b1", 9, 1), 0);
+	assert_int_equal(store_mark_running(f->store, "b1", 9, 1, NULL), 0);
 	assert_int_equal(store_begin(f->store), 0);
 	assert_int_equal(store_recover(f->store, 3, 2, NULL, NULL, NULL), 0);
 	assert_int_equal(store_rollback(f->store), 0);
@@ -626,7 +631,7 @@ test_reopen(void **state)
 	int64_t seq_full = 0;
 
 	insert_queued(f->store, "a", 1);
-	assert_int_equal(store_mark_running(f->store, "a", 2, 50), 0);
+	assert_int_equal(store_mark_running(f->store, "a", 2, 50, NULL), 0);
 	assert_int_equal(store_insert(f->store, &full_row, &seq_full), 0);
 	store_free(f->store);
 
@@ -677,7 +682,7 @@ test_survives_kill9(void **state)
 			ok = store_insert(child_store, &row, NULL) == 0;
 		}
 		ok = ok && store_commit(child_store) == 0;
-		ok = ok && store_mark_running(child_store, "single-3", 1, 9) == 0;
+		ok = ok && store_mark_running(child_store, "single-3", 1, 9, NULL) == 0;
 		if (!ok)
 			_exit(3);
 		raise(SIGKILL);
