@@ -216,7 +216,9 @@ struct kgym_plugin {
 	const char *const *serves;
 
 	/*
-	 * Called once after loading (and again after a reload of config).
+	 * Called once after loading.  Must not touch CUDA: the daemon loads
+	 * every plugin and never initialises CUDA (prepare() does that, in a
+	 * worker).  A reload changes what config_get returns, not init's view.
 	 * Returns 0 or -errno with a reason in *ret_cause.  Required.
 	 */
 	int (*init)(const struct kgym_host *host, const struct kgym_plugin_handle *self,

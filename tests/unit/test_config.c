@@ -1152,10 +1152,12 @@ test_shipped_conf_uncommented(void **state)
 	c = load_ok(out);
 	def = config_defaults();
 	assert_non_null(def);
-	/* The example plugin section is there now. */
-	assert_int_equal(c->nplugins, 1);
+	/* The example plugin sections are there now. */
+	assert_int_equal(c->nplugins, 2);
 	assert_string_equal(c->plugins[0].name, "nvrtc");
-	assert_string_equal(config_plugin_get(c, "nvrtc", "arch"), "sm_90");
+	assert_string_equal(config_plugin_get(c, "nvrtc", "guard"), "yes");
+	assert_string_equal(c->plugins[1].name, "kernelbench");
+	assert_string_equal(config_plugin_get(c, "kernelbench", "arch"), "sm_90");
 	assert_config_equal(c, def, false, false);
 	config_free(c);
 	config_free(def);
