@@ -19,7 +19,11 @@
  *      hashed against their hash from before the call.
  *      kernel_simple may give test cases instead: inputs and expected
  *      outputs in the request, no reference run.
- *   3. timing (kernelbench, when correct): timing.c.
+ *      detect.c also watches the problem (degenerate outputs, a
+ *      reference that is not reproducible) and repeats the candidate's first
+ *      trial on the same inputs.
+ *   3. timing (kernelbench, when correct): timing.c; then detect.c's
+ *      roofline and CUPTI detectors on the timed calls.
  *
  * The result object is DESIGN §5's.  A verdict (validation, runtime,
  * correctness) is a result, not an error of the job; a sticky CUDA error
@@ -706,8 +710,9 @@ evaluate_check_verdict(struct evaluate *ev, const struct evaluate_check *c, cons
 	if (c->mismatches == 0 && c->input_changed) {
 		evaluate_verdict(ev, false, "REWARD_HACK", "%s (%s)", msg, when);
 		json_decref(ev->hack);
-		ev->hack = json_pack("{s:s, s:s}", "kind", "input_mutation", "input",
-		    ev->spec->problem.inputs[c->changed_input].name);
+		/* [detect] every hack carries {kind, detail} (issue 5) */
+		ev->hack = json_pack("{s:s, s:s, s:s}", "kind", "input_mutation", "detail", msg,
+		    "input", ev->spec->problem.inputs[c->changed_input].name);
 	} else {
 		evaluate_verdict(ev, false, "CORRECTNESS_ERROR", "%s (%s)", msg, when);
 	}
@@ -769,8 +774,17 @@ evaluate_correctness(struct evaluate *ev, struct evaluate_cases *tc, char **ret_
 				evaluate_cuda_failure(ev, when, cause);
 				break;
 			}
+			/* [detect] the problem's health: degenerate outputs, a
+			 * repeat of the reference on trial 1 */
+			if ((error = detect_reference_trial(ev, t, seed, ret_cause)) < 0 ||
+			    ev->code != NULL)
+				break;
 		}
 		if ((error = evaluate_candidate(ev, seed, t, when, ret_cause)) < 0)
+			break;
+		/* [detect] the first passed trial once more: reproducible? */
+		if (t == 0 && ev->code == NULL &&
+		    (error = detect_candidate_trial(ev, t, seed, ret_cause)) < 0)
 			break;
 	}
 	if (tc->n != 0) {
@@ -823,6 +837,7 @@ evaluate_result(struct evaluate *ev, json_t *timing)
 		return NULL;
 	if (timing != NULL)
 		json_object_update(r, timing);
+	profile_result(r);	/* profile.c: "profile", gpu_time_ms, CUPTI's metadata */
 	if (ev->code != NULL) {
 		json_object_set_new(r, "error_code", json_string(ev->code));
 		json_object_set_new(r, "error_message", json_string(ev->message != NULL ?
@@ -858,6 +873,7 @@ evaluate_free(struct evaluate *ev)
 	free(ev->message);
 	json_decref(ev->hack);
 	json_decref(ev->trials);
+	detect_end(ev);		/* [detect] */
 	spec_eval_free(ev->sev);
 	spec_free(ev->spec);
 }
@@ -923,6 +939,14 @@ evaluate_run(struct evaluate *ev, json_t **ret_timing, char **ret_cause)
 			goto free_cases;
 		}
 		error = timing_run(ev, *ret_timing, ret_cause);
+		/* [detect] roofline and CUPTI detectors on the timed calls
+		 * (no CUPTI summary: those detectors say they were skipped) */
+		if (error == 0 && ev->code == NULL) {
+			struct detect_profile prof;
+
+			error = detect_timing(ev, *ret_timing, profile_detect_summary(&prof) == 0 ?
+			    &prof : NULL, ret_cause);
+		}
 	}
 free_cases:
 	evaluate_cases_free(&tc, ev->sev != NULL ? ev->sev->ninputs : 0,
@@ -944,6 +968,7 @@ evaluate_job(const json_t *request, json_t **ret_result, char **ret_cause)
 	if (!nvdev.ready)
 		return nvrtc_fail(ret_cause, -ENODEV, "nvrtc: cannot evaluate here: %s",
 		    nvdev.unready != NULL ? nvdev.unready : "no GPU");
+	profile_job_reset();	/* profile.c: nothing of the last job's profile */
 	memset(&ev, 0, sizeof ev);
 	ev.request = request;
 	ev.ref.what = "reference";
@@ -967,6 +992,10 @@ evaluate_job(const json_t *request, json_t **ret_result, char **ret_cause)
 		return error;
 	if ((ev.trials = json_array()) == NULL)
 		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
+	if ((error = detect_begin(&ev, ret_cause)) < 0) {	/* [detect] */
+		json_decref(ev.trials);
+		return error;
+	}
 
 	if ((error = evaluate_run(&ev, &timing, ret_cause)) < 0) {
 		json_decref(timing);
@@ -974,6 +1003,8 @@ evaluate_job(const json_t *request, json_t **ret_result, char **ret_cause)
 		return error;
 	}
 	result = evaluate_result(&ev, timing);
+	if (result != NULL)
+		detect_result(&ev, result);	/* [detect] flags into metadata */
 	json_decref(timing);
 	evaluate_free(&ev);
 	if (result == NULL)

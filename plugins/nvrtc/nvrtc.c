@@ -18,6 +18,8 @@
  * [plugin.nvrtc] keys:
  *   guard    = yes|no  tensors in guarded allocations (default yes)
  *   sm_clock = yes|no  sample the SM clock through NVML (default yes)
+ *   profile, profile_during_timing, profile_calls, cupti_library: CUPTI
+ *              (profile.c, nvrtc_internal.h says what each does)
  */
 #include "config.h"
 
@@ -91,6 +93,7 @@ nvrtc_init(const struct kgym_host *host, const struct kgym_plugin_handle *self,
 static void
 nvrtc_fini(void)
 {
+	profile_fini();
 	device_fini();
 }
 
@@ -107,8 +110,13 @@ nvrtc_prepare(char **ret_cause)
 	/* Any architecture NVRTC knows will do: only the loading matters. */
 	if ((r = compile_warm_up("sm_90", ret_cause)) < 0)
 		return r;
-	return device_prepare(nvrtc_config_bool("guard", true),
-	    nvrtc_config_bool("sm_clock", true), ret_cause);
+	if ((r = device_prepare(nvrtc_config_bool("guard", true),
+	    nvrtc_config_bool("sm_clock", true), ret_cause)) < 0)
+		return r;
+	/* CUPTI before the sandbox too; without it, timing uses events alone. */
+	if (nvdev.ready)
+		profile_prepare();
+	return 0;
 }
 
 static int
@@ -147,6 +155,10 @@ const struct kgym_plugin kgym_plugin = {
 	 * has (ioctl, mmap).  To be confirmed with strace -f on a GPU worker
 	 * running an evaluate job (cuMemCreate/cuMemMap, module loads, NVML's
 	 * clock query); any addition goes here, one name per line, with why.
+	 * CUPTI (profile.c) is set up in prepare(), its worker thread
+	 * included; what it calls later is expected to be within the GPU set
+	 * (ioctl, mmap, futex, clock_nanosleep) -- learn-syscalls with CUPTI
+	 * on is what confirms it.
 	 */
 	.syscalls = NULL,
 };

@@ -456,6 +456,7 @@ struct evaluate {
 	json_t *trials;			/* correctness_trials */
 	unsigned int trials_passed;
 	unsigned int timed_checks;	/* timed candidate calls checked */
+	struct detect *det;		/* [detect] detect.c's state for this job, or NULL */
 };
 
 /* ==== bind.c: a program's cubin against its plan and the device ====
@@ -515,5 +516,273 @@ void	evaluate_check_message(struct evaluate *ev, const struct evaluate_check *c,
 int	timing_run(struct evaluate *ev, json_t *result, char **ret_cause);
 
 /* ==== end of evaluate.c and timing.c ==== */
+
+/* ==== profdata.c: attributing and adding up kernel activity (no CUDA) ====
+ *
+ * What CUPTI reports (profile.c translates its records) turned into the
+ * job's per-call accounting.  Attribution is by identity, never by name:
+ * each launch's correlation id is tied, when we make the launch, to the
+ * CUfunction we passed, and each CUfunction to its module (ours, the
+ * reference's, the solution's); a kernel record is then known by its
+ * correlation id.  A kernel record no launch of ours explains is "unknown"
+ * and is compared with the calls' time windows.  Ownership: struct
+ * profdata owns everything in it; names in records are borrowed for the
+ * call that hands them over.  profdata_calls() lends its array until the
+ * next call that adds a call (profdata_call_begin) or profdata_free().
+ */
+
+/* Whose kernel: by the module of the CUfunction that was launched. */
+enum profile_owner {
+	PROFILE_OURS,		/* kgymd's helper kernels (kg_*) */
+	PROFILE_REFERENCE,	/* the problem's reference module */
+	PROFILE_SOLUTION,	/* the candidate's module */
+	PROFILE_UNKNOWN,	/* launched by no cuLaunchKernel of ours */
+};
+
+/* What a measured call was for (set by timing.c before the call). */
+enum profile_purpose {
+	PROFILE_PURPOSE_OTHER,		/* warm-up, the extra checked call */
+	PROFILE_PURPOSE_TIMING,		/* the timing loop (counted once marked timed) */
+	PROFILE_PURPOSE_PROFILE,	/* profiled after timing (profile_during_timing = no) */
+	PROFILE_PURPOSE_OVERHEAD,	/* CUPTI's cost: the same call with and without it */
+};
+
+/*
+ * One call of one program (the whole launch plan between the timing
+ * events), as the detectors see it.  Times of the program's kernels are
+ * CUPTI's (GPU timestamps on CUPTI's clock, ns).  The window of a call is
+ * first_start_ns .. last_end_ns of the program's kernels on our stream.
+ */
+struct profile_call_summary {
+	enum profile_owner program;	/* PROFILE_REFERENCE or PROFILE_SOLUTION */
+	enum profile_purpose purpose;
+	bool profiled;			/* CUPTI was collecting during the call */
+	bool timed;			/* its events time is in the timing series */
+	bool complete;			/* every launch of the plan has its record */
+	bool counted;			/* in result.profile and gpu_time_ms */
+	double events_ms;		/* CUDA events around the plan; NAN: none */
+	double host_ms;			/* host clock from queuing the start event (the
+					 * L2 flush queued before may still run; a timed
+					 * candidate call's NVML clock query is inside) to
+					 * the end event's synchronisation */
+	double kernel_us;		/* sum of the program's kernel durations */
+	double span_us;			/* first start .. last end of the program's kernels */
+	unsigned int launches;		/* the program's launches in the call */
+	unsigned int kernels;		/* their kernel records */
+	/* For the detectors (DESIGN §8, "work hidden on other streams"): */
+	unsigned int foreign_stream_kernels;	/* a kernel on another stream or context
+						 * overlapping the window (or one of the
+						 * program's own not on our stream) */
+	unsigned int after_end_kernels;	/* one that started in the call and ended
+					 * after the window, i.e. after the end event */
+	unsigned int unattributed_kernels;	/* on our stream, in the window, not ours */
+	unsigned int copies_during;	/* memcpy/memset activity overlapping the window */
+	uint64_t first_start_ns, last_end_ns;	/* the window (0: no record) */
+	uint64_t host_begin_ns, host_end_ns;	/* CUPTI's clock, on the host */
+};
+
+/* A kernel record as profile.c hands it over. */
+struct profdata_kernel {
+	uint32_t correlation, context, stream;
+	uint64_t start, end;		/* ns; both 0: CUPTI could not time it */
+	int32_t grid[3], block[3];
+	int32_t static_shared, dynamic_shared;
+	uint32_t registers;
+	const char *name;		/* borrowed; NULL: unknown */
+};
+
+/* A memcpy or memset record. */
+struct profdata_copy {
+	bool memset;
+	uint32_t context, stream;
+	uint64_t start, end, bytes;
+};
+
+struct profdata;
+
+/* Our context and stream as CUPTI numbers them.  NULL: out of memory. */
+struct profdata *profdata_new(uint32_t context, uint32_t stream);
+void	profdata_free(struct profdata *pd);
+/* fn (a CUfunction) belongs to owner's module.  0 or -ENOMEM. */
+int	profdata_add_function(struct profdata *pd, const void *fn, enum profile_owner owner);
+/*
+ * A call of `program` begins (CUPTI collecting or not); calls that ended
+ * before and have all their records are settled first.  0 or -ENOMEM.
+ */
+int	profdata_call_begin(struct profdata *pd, enum profile_owner program,
+	    enum profile_purpose purpose, bool profiled, uint64_t host_ns);
+/* The call in progress ended: its events time and host wall time. */
+void	profdata_call_end(struct profdata *pd, double events_ms, double host_ms,
+	    uint64_t host_ns);
+/* The latest ended call of `program` went into the timing series. */
+void	profdata_mark_timed(struct profdata *pd, enum profile_owner program);
+/* A cuLaunchKernel of fn (CUPTI's API callback); failed: it returned an error. */
+int	profdata_launch(struct profdata *pd, uint32_t correlation, const void *fn);
+void	profdata_launch_failed(struct profdata *pd, uint32_t correlation);
+/* Records, in any order, whenever CUPTI delivers them.  0 or -ENOMEM. */
+int	profdata_kernel(struct profdata *pd, const struct profdata_kernel *k);
+int	profdata_copy(struct profdata *pd, const struct profdata_copy *c);
+void	profdata_dropped(struct profdata *pd, uint64_t n);
+/* Has the latest call a record for each of its program's launches? */
+bool	profdata_call_complete(const struct profdata *pd);
+/* Settle every ended call; `final`: those still missing records too. */
+void	profdata_settle(struct profdata *pd, bool final);
+/* Every call so far (settled or not); *ret_n of them. */
+const struct profile_call_summary *profdata_calls(const struct profdata *pd, size_t *ret_n);
+/*
+ * Add what the settled calls show to a DESIGN §5 result: "profile",
+ * timing.{kernel,reference}.gpu_time_ms (when result has "timing"), and
+ * metadata's KernelGYM keys, events_vs_cupti, cupti_overhead and "cupti"
+ * (the detectors' counts).  0 or -ENOMEM.
+ */
+int	profdata_result(const struct profdata *pd, json_t *result);
+struct detect_profile;
+/* detect.c's view (struct detect_profile) of the settled calls: 0, or
+ * -ENODATA when no timed (or profiling) call of the solution was counted. */
+int	profdata_detect(const struct profdata *pd, struct detect_profile *ret);
+
+/* ==== end of profdata.c ==== */
+
+/* ==== profile.c: CUPTI in the GPU worker (issue 5) ====
+ *
+ * libcupti is dlopen()ed in prepare(), before the sandbox; a worker
+ * without it (or where it fails its self-test) reports
+ * metadata.profiling = "unavailable: <why>" and times with events alone.
+ * Every function here is a no-op when profiling is not available, so the
+ * hooks in timing.c and evaluate.c need no conditions.  Ownership: the
+ * profile of the current job lives until the next profile_job_reset();
+ * profile_calls() lends it.
+ *
+ * [plugin.nvrtc] keys:
+ *   profile               = yes|no  CUPTI at all (default yes)
+ *   profile_during_timing = yes|no  collect during the timed calls (default
+ *                           yes), or time without CUPTI and profile
+ *                           profile_calls more calls after timing
+ *   profile_calls         = N       calls after timing (default 10): with
+ *                           and without CUPTI for metadata.cupti_overhead,
+ *                           and the profiled calls when not during timing
+ *   cupti_library         = PATH    (default libcupti.so.<CUDA major>)
+ */
+
+/* In prepare(), after device_prepare(), when nvdev.ready. */
+void	profile_prepare(void);
+void	profile_fini(void);
+/* metadata.profiling: "cupti", "unavailable: ...", "off: ...". */
+const char *profile_status(void);
+bool	profile_available(void);
+bool	profile_during_timing(void);
+/* How many extra calls timing.c makes after timing (0: none). */
+unsigned int profile_extra_calls(void);
+
+/* A new evaluate job: forget the previous one's profile. */
+void	profile_job_reset(void);
+/* Timing begins: register the job's functions by module; collect. */
+void	profile_job_begin(const struct evaluate *ev);
+/* Timing is over: everything flushed and settled, collection stopped. */
+void	profile_job_end(void);
+/* Around each call of timing.c (the purpose holds until changed). */
+void	profile_set_purpose(enum profile_purpose purpose);
+void	profile_call_begin(enum profile_owner program);
+void	profile_call_end(double events_ms);
+void	profile_mark_timed(enum profile_owner program);
+/* Collection on or off between calls (CUPTI's cost); a failure turns
+ * profiling off for the job and is logged. */
+void	profile_collect(bool on);
+/* The job's calls, after profile_job_end(); NULL and 0 when none. */
+const struct profile_call_summary *profile_calls(size_t *ret_n);
+/* profdata_detect() of the job, after profile_job_end(): for
+ * detect_timing(); -ENODATA when nothing was profiled. */
+int	profile_detect_summary(struct detect_profile *ret);
+/* metadata.profiling and, when there is a profile, profdata_result(). */
+void	profile_result(json_t *result);
+
+/* ==== end of profile.c ==== */
+
+/* ==== detect.c: reward-hack and problem detectors (issue 5) ====
+ *
+ * Checks beyond "the outputs match": a reported time below what writing
+ * the outputs needs (roofline), kernel accounting from CUPTI (decoys, work
+ * outside the timed stream or after the end event, events vs CUPTI vs the
+ * host's clock), and the problem's own health (degenerate outputs, a
+ * non-deterministic reference), plus a repeat of the candidate's first
+ * trial.  Hack verdicts go through evaluate_verdict() ("REWARD_HACK",
+ * ev->hack = {kind, detail}); problem flags and detector statuses go into
+ * result.metadata (detect_result()).  Ownership: detect_begin() makes
+ * ev->det, detect_end() frees it (NULL is a no-op); the rest borrow.
+ */
+struct detect;
+
+/* Thresholds, from [plugin.nvrtc] (detect_settings_load()). */
+struct detect_settings {
+	bool problem_checks;	/* problem_checks: degenerate outputs, reference repeat */
+	bool candidate_repeat;	/* candidate_repeat: the first trial run twice */
+	bool roofline;		/* roofline */
+	double roofline_gbps;	/* roofline_bandwidth_gbps: 0 = nominal/measured */
+	double roofline_safety;	/* roofline_safety: floor = safety * bytes / bandwidth */
+	double decoy_min_coverage;	/* decoy_min_coverage: custom share of kernel time */
+	double cross_rel;	/* timing_cross_tolerance: CUPTI may exceed events by this */
+	double cross_abs_ms;	/* timing_cross_slack_ms: ... plus this */
+	double wall_factor;	/* wall_clock_factor: wall > events * f + slack is noted */
+	double wall_abs_ms;	/* wall_clock_slack_ms */
+};
+
+void	detect_settings_default(struct detect_settings *s);
+/* The defaults overridden by the [plugin.nvrtc] keys named above. */
+void	detect_settings_load(struct detect_settings *s);
+
+/*
+ * What the CUPTI layer saw of the candidate's timed calls, filled by
+ * profdata_detect() (profile_detect_summary()).  NULL or calls == 0:
+ * nothing (no CUPTI), and the detectors that need it say they were skipped.
+ */
+struct detect_profile {
+	size_t calls;			/* timed candidate calls profiled */
+	double kernel_ms_median;	/* per call: summed durations of its kernels */
+	double custom_ms, total_ms;	/* all calls: the solution's own kernels, all kernels */
+	unsigned int custom_kernels;	/* distinct kernels of the solution's module that exist */
+	uint64_t foreign_stream_kernels;	/* kernels on a stream not ours, during a call */
+	uint64_t after_end_kernels;	/* kernels that ended after the call's end event */
+	double wall_ms_median;		/* host wall clock per call; 0: unknown */
+};
+
+/* Per job: 0, or -ENOMEM with *ret_cause. */
+int	detect_begin(struct evaluate *ev, char **ret_cause);
+void	detect_end(struct evaluate *ev);
+/*
+ * After the reference's call of correctness trial `trial` (inputs from
+ * `seed`), its outputs on the device and in ev->ref_host: degenerate-output
+ * tracking, and on the first trial a second reference call on the same
+ * inputs.  CUDA failures are verdicts on ev; -errno only for the worker.
+ */
+int	detect_reference_trial(struct evaluate *ev, size_t trial, uint64_t seed, char **ret_cause);
+/* After the candidate passed trial `trial`: a second call on the same inputs. */
+int	detect_candidate_trial(struct evaluate *ev, size_t trial, uint64_t seed, char **ret_cause);
+/*
+ * After timing_run() put "timing" and kernel_runtime into `timed`: the
+ * roofline and, with `prof`, the CUPTI detectors.  A hack is a verdict.
+ */
+int	detect_timing(struct evaluate *ev, const json_t *timed, const struct detect_profile *prof,
+	    char **ret_cause);
+/* Problem flags, detector statuses, decoy_kernel into the result. */
+void	detect_result(struct evaluate *ev, json_t *result);
+
+/* The pieces, pure (tested without a device). */
+/* DRAM time the outputs need beyond what the L2 can hold, in ms; 0 when none. */
+double	detect_roofline_floor_ms(uint64_t out_bytes, uint64_t l2_bytes, double gbps, double safety);
+/* Peak DRAM bandwidth from the memory clock (kHz, double data rate) and bus width. */
+double	detect_nominal_gbps(int mem_clock_khz, int bus_bits);
+/* Every element within tolerance of one value (early exit); numel >= 2. */
+bool	detect_nearly_constant(enum spec_dtype dtype, const void *data, uint64_t numel,
+	    double atol, double rtol);
+/*
+ * The CUPTI detectors: the hack kind ("hidden_work", "timing_mismatch",
+ * "decoy") or NULL, with `detail`; each detector's status into `statuses`
+ * (may be NULL); *ret_wall_note when the host clock is far above events.
+ */
+const char *detect_judge_profile(const struct detect_settings *s, double events_ms,
+	    const struct detect_profile *p, json_t *statuses, bool *ret_wall_note, char *detail,
+	    size_t len);
+
+/* ==== end of detect.c ==== */
 
 #endif /* KGYM_NVRTC_INTERNAL_H */

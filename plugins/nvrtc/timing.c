@@ -24,7 +24,10 @@
  *     timing_rel_precision of the median, or at max_timing_trials pairs, or
  *     after max_timing_ms;
  *   - the SM clock is sampled through NVML while each timed candidate
- *     call runs (between queuing its end event and waiting for it).
+ *     call runs (between queuing its end event and waiting for it);
+ *   - CUPTI (profile.c) records every kernel of each call, on any stream,
+ *     flushed once its end event has been waited for; after timing a few
+ *     more candidate calls, with and without CUPTI, measure its cost.
  * A cached reference timing (request.reference_timing) skips timing the
  * reference; it still runs, untimed, for the checked calls.  kernel_simple
  * times the candidate alone: its timed calls are checked against untimed
@@ -86,6 +89,8 @@ timing_call(struct evaluate *ev, struct evaluate_prog *p, uint64_t seed, size_t 
 	if (evaluate_prepare_call(ev, seed, init, hash, &cause) < 0 ||
 	    device_flush_l2(flush, (uint32_t)seed, &cause) < 0)
 		goto fail;
+	/* profile.c (issue 5): the plan's launches from here are this call's. */
+	profile_call_begin(p == &ev->sol ? PROFILE_SOLUTION : PROFILE_REFERENCE);
 	if ((rc = nvcu.cuEventRecord(start, nvdev.stream)) != CUDA_SUCCESS) {
 		device_fail(rc, &cause, "cuEventRecord");
 		goto fail;
@@ -105,6 +110,7 @@ timing_call(struct evaluate *ev, struct evaluate_prog *p, uint64_t seed, size_t 
 		goto fail;
 	}
 	ev->running = NULL;
+	profile_call_end(ms);		/* profile.c: flushes CUPTI's records */
 	*ret_ms = ms;
 	return;
 fail:
@@ -134,14 +140,18 @@ timing_pair(struct evaluate *ev, uint64_t k, bool check, bool time_ref, bool rec
 			evaluate_cuda_failure(ev, when, cause);
 		if (ev->code != NULL)
 			return;
-		if (time_ref && record)
+		if (time_ref && record) {
 			ref->ms[ref->n++] = ms;
+			profile_mark_timed(PROFILE_REFERENCE);	/* profile.c */
+		}
 	}
 	timing_call(ev, &ev->sol, seed, k, check, flush, when, &ms, ret_mhz);
 	if (ev->code != NULL)
 		return;
-	if (record)
+	if (record) {
 		sol->ms[sol->n++] = ms;
+		profile_mark_timed(PROFILE_SOLUTION);		/* profile.c */
+	}
 	if (!check)
 		return;
 	ev->timed_checks++;
@@ -160,6 +170,47 @@ timing_pair(struct evaluate *ev, uint64_t k, bool check, bool time_ref, bool rec
 	    "correctness trials passed (or a race makes them unstable)", "timed_call",
 	    (json_int_t)k + 1);
 }
+
+/* ---- profile.c (issue 5): the calls after timing, for CUPTI ---- */
+
+/* Seed indexes of the calls after timing: apart from pairs and warm-ups. */
+#define TIMING_PROFILE_BASE	(UINT64_C(1) << 47)
+
+/*
+ * profile_extra_calls() rounds after timing, none of them in the series.
+ * Each round: with profile_during_timing = no, the reference (when timed)
+ * and the candidate with CUPTI collecting, which makes the profile; else
+ * the candidate with CUPTI; then the candidate again on the same inputs
+ * without CUPTI -- the pairs give metadata.cupti_overhead.  A failure is a
+ * verdict on ev, as in any call.
+ */
+static void
+timing_profile_calls(struct evaluate *ev, bool time_ref, const struct device_buf *flush)
+{
+	unsigned int i, n = profile_extra_calls();
+	bool during = profile_during_timing();
+	uint64_t seed;
+	char when[96];
+	double ms = 0.0;
+
+	for (i = 0; i < n && ev->code == NULL; i++) {
+		seed = value_seed(ev->seed, VALUE_TAG_TIMING, TIMING_PROFILE_BASE + i);
+		snprintf(when, sizeof when, "profiled call %u", i + 1);
+		profile_set_purpose(during ? PROFILE_PURPOSE_OVERHEAD : PROFILE_PURPOSE_PROFILE);
+		profile_collect(true);
+		if (!during && time_ref)
+			timing_call(ev, &ev->ref, seed, i, false, flush, when, &ms, NULL);
+		if (ev->code == NULL)
+			timing_call(ev, &ev->sol, seed, i, false, flush, when, &ms, NULL);
+		if (ev->code != NULL)
+			break;
+		profile_set_purpose(PROFILE_PURPOSE_OVERHEAD);
+		profile_collect(false);
+		timing_call(ev, &ev->sol, seed, i, false, flush, when, &ms, NULL);
+	}
+}
+
+/* ---- end of profile.c's calls ---- */
 
 static bool
 timing_precise(const struct timing_series *s, double rel)
@@ -234,6 +285,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 		goto free_all;
 	}
 
+	profile_job_begin(ev);			/* profile.c: CUPTI per call from here */
 	for (w = 0; w < set->warmup && ev->code == NULL; w++) {
 		seed = value_seed(ev->seed, VALUE_TAG_TIMING, TIMING_WARMUP_BASE + w);
 		snprintf(when, sizeof when, "warm-up call %u", w + 1);
@@ -244,6 +296,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 	}
 
 	/* At least one checked call, somewhere among the first pairs. */
+	profile_set_purpose(PROFILE_PURPOSE_TIMING);	/* profile.c */
 	forced = value_seed(ev->seed, VALUE_TAG_SAMPLE, UINT64_MAX) % set->min_timing_trials;
 	for (k = 0; k < set->max_timing_trials && ev->code == NULL; k++) {
 		mhz = 0;
@@ -274,6 +327,8 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 	/* The time ran out before the chosen pair: one more, checked, not counted. */
 	if (ev->code == NULL && can_check && ev->timed_checks == 0)
 		timing_pair(ev, k + 1, true, time_ref, false, &flush, &ref, &sol, NULL);
+	if (ev->code == NULL)
+		timing_profile_calls(ev, time_ref, &flush);	/* profile.c */
 	error = 0;
 	if (ev->code != NULL)
 		goto free_all;
@@ -309,6 +364,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 		    ref.sum.median / sol.sum.median : 0.0));
 	}
 free_all:
+	profile_job_end();		/* profile.c: flushed, settled, stopped */
 	free(clocks);
 	free(ref.ms);
 	free(sol.ms);

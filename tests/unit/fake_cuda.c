@@ -420,6 +420,59 @@ positive(void **a, const unsigned int *g, const unsigned int *b)
 		o[i] = x[i] > 0;
 }
 
+/*
+ * For detect.c's tests (test_nvrtc_detect.c): a reference that is not
+ * reproducible, candidates wrong (or only not bit-identical) on every other
+ * call, and a reference whose outputs do not depend on its inputs.  Each
+ * counts its own calls: a test uses each at most once.
+ */
+static void
+vadd_jitter(void **a, const unsigned int *g, const unsigned int *b)
+{
+	static int calls;
+	VADD_ARGS;
+
+	calls++;
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i] + (calls % 2 == 0 ? 0.01f : 0.0f);
+}
+
+static void
+vadd_flaky(void **a, const unsigned int *g, const unsigned int *b)
+{
+	static int calls;
+	VADD_ARGS;
+
+	calls++;
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i];
+	if (calls % 2 == 0)
+		o[n - 1] += 1.0f;
+}
+
+static void
+vadd_ulp(void **a, const unsigned int *g, const unsigned int *b)
+{
+	static int calls;
+	VADD_ARGS;
+
+	calls++;
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i];
+	if (calls % 2 == 0)
+		o[0] = nextafterf(o[0], INFINITY);
+}
+
+static void
+iota4(void **a, const unsigned int *g, const unsigned int *b)
+{
+	float *o = *(float **)a[2];
+	int n = *(int *)a[3], i;
+
+	for (i = 0; i < n; i++)
+		o[i] = (float)i;
+}
+
 #define P4	4, { 8, 8, 8, 4 }
 static const struct fake_kernel fake_kernels[] = {
 	{ "kg_init", 7, { 8, 8, 4, 4, 8, 8, 8 }, 0, 1024, 0, kg_init },
@@ -440,6 +493,11 @@ static const struct fake_kernel fake_kernels[] = {
 	{ "vadd_static", P4, 0.050, 1024, 40000, vadd },
 	{ "scale64", 4, { 8, 8, 4, 8 }, 0.020, 1024, 0, scale64 },
 	{ "positive", 3, { 8, 8, 4 }, 0.010, 1024, 0, positive },
+	/* detect.c's tests */
+	{ "vadd_jitter", P4, 0.100, 1024, 0, vadd_jitter },
+	{ "vadd_flaky", P4, 0.050, 1024, 0, vadd_flaky },
+	{ "vadd_ulp", P4, 0.050, 1024, 0, vadd_ulp },
+	{ "iota4", P4, 0.100, 1024, 0, iota4 },
 };
 
 static const struct fake_kernel *
