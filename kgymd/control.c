@@ -32,9 +32,6 @@
 
 #include "kgymd.h"
 
-/* A client whose unread replies pass this is too slow to keep. */
-#define CONTROL_MAX_OUTPUT	(256u * 1024 * 1024)
-
 static struct evconnlistener *control_listener;
 static char *control_path;
 static TAILQ_HEAD(, conn) control_conns = TAILQ_HEAD_INITIALIZER(control_conns);
@@ -45,6 +42,8 @@ static void (*control_on_empty)(void);
 static void
 control_conn_free(struct conn *conn)
 {
+	if (conn->reap_ev != NULL)
+		event_free(conn->reap_ev);
 	wait_conn_gone(conn);
 	TAILQ_REMOVE(&control_conns, conn, entry);
 	control_nconns--;
@@ -52,6 +51,12 @@ control_conn_free(struct conn *conn)
 	free(conn);
 	if (control_nconns == 0 && control_on_empty != NULL)
 		control_on_empty();
+}
+
+static void
+control_reap(evutil_socket_t fd, short what, void *arg)
+{
+	control_conn_free(arg);
 }
 
 /* Send one line outside any request (refusals at accept time). */
@@ -78,12 +83,23 @@ control_send(struct conn *conn, const json_t *reply)
 
 	if (conn == NULL || reply == NULL)
 		return;
+	if (conn->dropped)
+		return;
 	out = bufferevent_get_output(conn->bev);
-	if (evbuffer_get_length(out) > CONTROL_MAX_OUTPUT) {
-		if (!conn->closing)
-			log_warnx("connection %llu: client is not reading its replies; "
-			    "dropping it", (unsigned long long)conn->serial);
+	if (evbuffer_get_length(out) > kgymd_config->max_reply_backlog) {
+		/*
+		 * A client that does not read its replies would make us hold them
+		 * without end: drop it, from an event of its own, since we may be
+		 * inside one of its callbacks or another client's.
+		 */
+		log_warnx("connection %llu: client is not reading its replies "
+		    "(more than max_reply_backlog = %zu bytes unsent); dropping it",
+		    (unsigned long long)conn->serial, kgymd_config->max_reply_backlog);
+		conn->dropped = true;
 		conn->closing = true;
+		evbuffer_drain(out, evbuffer_get_length(out));
+		bufferevent_disable(conn->bev, EV_READ | EV_WRITE);
+		event_active(conn->reap_ev, 0, 0);
 		return;
 	}
 	if ((line = proto_encode(reply, &len)) == NULL) {
@@ -253,6 +269,11 @@ control_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
 	conn->bev = bufferevent_socket_new(kgymd_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (conn->bev == NULL) {
 		close(fd);
+		free(conn);
+		return;
+	}
+	if ((conn->reap_ev = event_new(kgymd_base, -1, 0, control_reap, conn)) == NULL) {
+		bufferevent_free(conn->bev);
 		free(conn);
 		return;
 	}

@@ -87,6 +87,7 @@ struct config {
 	int max_running_tasks;		/* tasks dispatched at once */
 	int max_queued_tasks;		/* back-pressure: queue_full beyond this */
 	size_t max_request_bytes;	/* one request line */
+	size_t max_reply_backlog;	/* unsent replies before a client is dropped */
 	int max_connections;
 	int max_batch_tasks;		/* tasks in one submit */
 	int max_attempts;		/* dispatches before SYSTEM_ERROR */
@@ -274,6 +275,8 @@ void	store_free(struct store *store);
 int	store_begin(struct store *store);
 int	store_commit(struct store *store);
 int	store_rollback(struct store *store);
+/* Whether a transaction is open (SQLite may roll one back on its own). */
+bool	store_in_transaction(const struct store *store);
 /*
  * Insert a new queued task (row->seq is ignored and assigned).  -EEXIST
  * when the id exists.
@@ -539,6 +542,8 @@ struct conn {
 	bool linger;			/* refused (too_large): half-close, discard input */
 	bool half_closed;
 	bool peer_eof;			/* the client stopped sending; close once answered */
+	bool dropped;			/* too slow a reader: being freed by reap_ev */
+	struct event *reap_ev;		/* frees the connection from its own event */
 	int nwaiters;
 	TAILQ_ENTRY(conn) entry;
 };
@@ -627,6 +632,8 @@ void	pool_kick(void);
 /* From proc.c. */
 void	pool_worker_ready(struct worker *w, const json_t *hello);
 void	pool_lock_request(struct worker *w, enum kgym_gpu_lock mode);
+/* A worker being killed: drop its GPU lock hold or request now. */
+void	pool_worker_dying(struct worker *w);
 void	pool_job_end(struct worker *w, const struct kgym_job_outcome *outcome);
 const char *pool_job_phase(const struct worker *w);
 void	pool_job_set_phase(struct worker *w, const char *phase);
@@ -697,6 +704,8 @@ void	notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern struct event_base *kgymd_base;
 extern struct config *kgymd_config;
 extern struct store *kgymd_store;
+/* The copy of the start-up configuration that workers read. */
+extern char *kgymd_worker_config;
 
 /* Begin an orderly shutdown (SIGTERM or the shutdown op). */
 void	kgymd_shutdown(const char *why);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@
 struct event_base *kgymd_base;
 struct config *kgymd_config;
 struct store *kgymd_store;
+char *kgymd_worker_config;
 
 static bool kgymd_is_draining;
 static bool kgymd_is_stopping;
@@ -97,12 +99,30 @@ kgymd_loopbreak(void)
 
 /* Leave the loop once every client has its last replies (at most 2 s). */
 static void
-kgymd_stop_now(void)
+kgymd_stop_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct timeval tv = { .tv_sec = 2 };
 
 	event_base_loopexit(kgymd_base, &tv);
 	control_flush_and_close(kgymd_loopbreak);
+}
+
+/*
+ * Stopping frees connections, so it never runs inside a request (a cancel
+ * or the shutdown op may be what ends the last task): it runs from an event
+ * of its own, on the next pass of the loop.
+ */
+static void
+kgymd_stop_now(void)
+{
+	static bool scheduled;
+	struct timeval now = { 0 };
+
+	if (scheduled)
+		return;
+	scheduled = true;
+	if (event_base_once(kgymd_base, -1, EV_TIMEOUT, kgymd_stop_cb, NULL, &now) < 0)
+		event_base_loopbreak(kgymd_base);
 }
 
 static void
@@ -185,6 +205,35 @@ kgymd_prune(evutil_socket_t fd, short what, void *arg)
 		log_info("pruned %d results older than result_ttl", n);
 	notify_status("%zu queued, %zu running", sched_queued(), sched_running());
 	evtimer_add(kgymd_prune_ev, &tv);
+}
+
+/*
+ * Workers read their settings from a copy of the configuration kgymd
+ * started with, not from the file: a later edit (half-written, or of keys
+ * that need a restart) must not reach workers started after it.
+ */
+static void
+kgymd_snapshot_config(const char *path)
+{
+	char *copy, buf[8192];
+	FILE *in, *out;
+	size_t n;
+	int fd;
+
+	if (asprintf(&copy, "%s/worker.conf", kgymd_config->state_dir) < 0)
+		fatalx("out of memory");
+	if ((in = fopen(path, "re")) == NULL)
+		fatal("%s", path);
+	if ((fd = open(copy, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0 ||
+	    (out = fdopen(fd, "w")) == NULL)
+		fatal("%s", copy);
+	while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+		if (fwrite(buf, 1, n, out) != n)
+			fatal("%s", copy);
+	if (ferror(in) || fclose(out) != 0)
+		fatal("%s", copy);
+	fclose(in);
+	kgymd_worker_config = copy;
 }
 
 static int
@@ -314,6 +363,7 @@ main(int argc, char **argv)
 	sched_init();
 	plugin_load_all(kgymd_config->plugin_dir, host_table());
 	kgymd_open_store();
+	kgymd_snapshot_config(path);
 	pool_init();
 	kgymd_listen();
 
@@ -347,6 +397,7 @@ main(int argc, char **argv)
 	event_free(sig_hup);
 	event_base_free(kgymd_base);
 	config_free(kgymd_config);
+	free(kgymd_worker_config);
 	free(abspath);
 	return 0;
 }

@@ -127,7 +127,13 @@ pool_writer_waiting(const struct gpu_slotset *g)
 	return false;
 }
 
-/* Grant what the lock allows now: a writer alone, else every waiting reader. */
+/*
+ * Grant what the lock allows now.  While any writer waits, only the first
+ * waiting writer may be granted, once no reader holds the lock, wherever it
+ * stands in the queue (a reader queued before it must not block it: that
+ * reader would in turn wait for the writer).  With no writer waiting, every
+ * waiting reader is granted.
+ */
 static void
 pool_lock_grant(struct gpu_slotset *g)
 {
@@ -135,8 +141,10 @@ pool_lock_grant(struct gpu_slotset *g)
 
 	if (g->writer != NULL)
 		return;
-	w = TAILQ_FIRST(&g->lock_waiters);
-	if (w != NULL && w->lock_wanted == KGYM_GPU_EXCLUSIVE) {
+	TAILQ_FOREACH(w, &g->lock_waiters, lock_entry)
+		if (w->lock_wanted == KGYM_GPU_EXCLUSIVE)
+			break;
+	if (w != NULL) {
 		if (g->readers > 0)
 			return;
 		TAILQ_REMOVE(&g->lock_waiters, w, lock_entry);
@@ -146,9 +154,6 @@ pool_lock_grant(struct gpu_slotset *g)
 		proc_lock_granted(w);
 		return;
 	}
-	/* Readers pass only while no writer waits (writer preference). */
-	if (pool_writer_waiting(g))
-		return;
 	for (w = TAILQ_FIRST(&g->lock_waiters); w != NULL; w = next) {
 		next = TAILQ_NEXT(w, lock_entry);
 		TAILQ_REMOVE(&g->lock_waiters, w, lock_entry);
@@ -176,6 +181,15 @@ pool_lock_release(struct worker *w)
 		TAILQ_REMOVE(&g->lock_waiters, w, lock_entry);
 		w->lock_wanted = 0;
 	}
+}
+
+void
+pool_worker_dying(struct worker *w)
+{
+	/* A killed worker must not hold the GPU, or be granted it, until reaped. */
+	pool_lock_release(w);
+	if (w->gpuset != NULL)
+		pool_lock_grant(w->gpuset);
 }
 
 void
@@ -277,6 +291,10 @@ pool_job_run(struct task *task, const struct kgym_job_spec *spec,
 	if (task->job != NULL) {
 		*ret_cause = strdup("the task already has a job running");
 		return -EBUSY;
+	}
+	if (task->state != TASK_RUNNING || task->finished) {
+		*ret_cause = strdup("the task has ended: no job can run for it");
+		return -EINVAL;
 	}
 	if (plugin_find_backend(spec->backend) == NULL) {
 		if (asprintf(ret_cause, "no backend plugin serves '%s'", spec->backend) < 0)
@@ -413,6 +431,46 @@ pool_job_id(const struct worker *w)
 
 /* ------------------------------------------------------------ workers' news */
 
+/*
+ * Jobs queued before the GPUs' memory was known (restored tasks dispatched
+ * before any HELLO) may need more than any GPU has: they would block the
+ * queue's head until their task timed out.  Once every GPU's memory is
+ * known, end them as job_run would have.
+ */
+static void
+pool_fail_never_fitting(void)
+{
+	struct kgym_job_outcome out = { .ok = 0, .error_code = "RESOURCE_ERROR" };
+	uint64_t largest = 0;
+	struct job *job, *next;
+	struct task *task;
+	char msg[160];
+	size_t i;
+
+	for (i = 0; i < pool_ngpus; i++) {
+		if (pool_gpus[i].memory_bytes == 0)
+			return;
+		if (pool_gpus[i].memory_bytes > largest)
+			largest = pool_gpus[i].memory_bytes;
+	}
+	for (job = TAILQ_FIRST(&pool_gpu_queue); job != NULL; job = next) {
+		next = TAILQ_NEXT(job, entry);
+		if (job->gpu_memory_bytes <= largest)
+			continue;
+		TAILQ_REMOVE(&pool_gpu_queue, job, entry);
+		snprintf(msg, sizeof msg, "the job needs %llu bytes of GPU memory; the largest "
+		    "GPU has %llu", (unsigned long long)job->gpu_memory_bytes,
+		    (unsigned long long)largest);
+		out.error_message = msg;
+		out.phase = job->phase;
+		if ((task = job->task) != NULL) {
+			task->job = NULL;
+			job->done((struct kgym_task *)task, &out);
+		}
+		job_free(job);
+	}
+}
+
 void
 pool_worker_ready(struct worker *w, const json_t *hello)
 {
@@ -433,6 +491,7 @@ pool_worker_ready(struct worker *w, const json_t *hello)
 			free(g->name);
 			g->name = strdup(name);
 		}
+		pool_fail_never_fitting();
 		cc = json_string_value(json_object_get(gpu, "compute_capability"));
 		if (cc != NULL && sscanf(cc, "%d.%d", &major, &minor) == 2 && major > 0 &&
 		    major < 100 && minor >= 0 && minor < 10)

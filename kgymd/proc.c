@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -153,6 +154,7 @@ proc_violation(struct worker *w, const char *code, const char *fmt, ...)
 	log_warnx("worker %s (pid %ld): %s; killing it", w->name, (long)w->pid, why);
 	w->killed_by_us = true;
 	w->state = W_STOPPING;
+	pool_worker_dying(w);
 	proc_close_channel(w);
 	proc_signal_group(w, SIGKILL);
 }
@@ -190,6 +192,7 @@ proc_deadline(evutil_socket_t fd, short what, void *arg)
 	    "terminating it", w->name, (long)w->pid, pool_job_task_id(w) ?: "-",
 	    w->timed_out_phase, w->timed_out_after);
 	w->state = W_STOPPING;
+	pool_worker_dying(w);
 	proc_signal_group(w, SIGTERM);
 	evtimer_add(w->killer, &tv);
 }
@@ -438,6 +441,35 @@ proc_spawn_cb(evutil_socket_t fd, short what, void *arg)
 	proc_spawn(arg);
 }
 
+static int
+proc_wipe_open_up(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	/* A job may leave directories it made unreadable (mkdir mode 0). */
+	if (flag == FTW_D || flag == FTW_DNR)
+		chmod(path, 0700);
+	return 0;
+}
+
+static int
+proc_wipe_remove(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	if (ftw->level > 0 && remove(path) < 0 && errno != ENOENT)
+		log_warn("cannot remove %s", path);
+	return 0;
+}
+
+/*
+ * Empty a worker's private directory before a new worker gets it.  The
+ * worker empties it itself between jobs, but cannot undo everything a job
+ * may do there (its sandbox forbids chmod): the parent can.
+ */
+static void
+proc_wipe(const char *dir)
+{
+	nftw(dir, proc_wipe_open_up, 16, FTW_PHYS);
+	nftw(dir, proc_wipe_remove, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 /* Only async-signal-safe calls between fork and exec. */
 static void __attribute__((noreturn))
 proc_child(int chan, char *const argv[], char *const envp[])
@@ -480,13 +512,14 @@ proc_spawn(struct worker *w)
 	pid_t pid;
 
 	snprintf(dir, sizeof dir, "%s/work/%s", kgymd_config->state_dir, w->name);
+	proc_wipe(dir);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		log_warn("worker %s: %s", w->name, dir);
 		evtimer_add(w->respawn, &(struct timeval){ .tv_sec = 5 });
 		return;
 	}
 	snprintf(gpu, sizeof gpu, "%d", w->gpu);
-	/* The worker reads its settings from the same configuration file. */
+	/* The worker reads its settings from the start-up copy (main.c). */
 	argv[n++] = kgymd_config->worker_path;
 	argv[n++] = "--name";
 	argv[n++] = w->name;
@@ -494,7 +527,7 @@ proc_spawn(struct worker *w)
 	if (w->gpu >= 0)
 		argv[n++] = gpu;
 	argv[n++] = "--config";
-	argv[n++] = kgymd_config->path;
+	argv[n++] = kgymd_worker_config;
 	argv[n] = NULL;
 
 	/* A minimal environment: nothing of the daemon's leaks into jobs. */
@@ -689,6 +722,7 @@ proc_kill(struct worker *w, const char *why)
 	log_info("worker %s (pid %ld): killing it: %s", w->name, (long)w->pid, why);
 	w->killed_by_us = true;
 	w->state = W_STOPPING;
+	pool_worker_dying(w);
 	proc_close_channel(w);
 	proc_signal_group(w, SIGKILL);
 }

@@ -32,6 +32,8 @@ static struct task_queue sched_batch;	/* inserted, not yet committed */
 static size_t sched_nbatch;
 static struct task_queue sched_finishing;	/* ended, not yet committed */
 static struct event *sched_flush_ev;
+static struct event *sched_flush_retry_ev;
+static bool sched_batch_broken;	/* the store rolled the open batch back */
 static size_t sched_nqueued;
 static size_t sched_nrunning;
 static bool sched_batch_open;
@@ -54,7 +56,8 @@ sched_init(void)
 	TAILQ_INIT(&sched_finishing);
 	sched_kick_ev = event_new(kgymd_base, -1, 0, sched_dispatch, NULL);
 	sched_flush_ev = event_new(kgymd_base, -1, 0, sched_flush, NULL);
-	if (sched_kick_ev == NULL || sched_flush_ev == NULL)
+	sched_flush_retry_ev = evtimer_new(kgymd_base, sched_flush, NULL);
+	if (sched_kick_ev == NULL || sched_flush_ev == NULL || sched_flush_retry_ev == NULL)
 		fatalx("sched: cannot create the dispatch events");
 }
 
@@ -86,7 +89,9 @@ sched_free(void)
 		event_free(sched_kick_ev);
 	if (sched_flush_ev != NULL)
 		event_free(sched_flush_ev);
-	sched_kick_ev = sched_flush_ev = NULL;
+	if (sched_flush_retry_ev != NULL)
+		event_free(sched_flush_retry_ev);
+	sched_kick_ev = sched_flush_ev = sched_flush_retry_ev = NULL;
 	sched_nqueued = sched_nrunning = 0;
 }
 
@@ -116,6 +121,7 @@ sched_batch_begin(void)
 	if ((error = store_begin(kgymd_store)) < 0)
 		return error;
 	sched_batch_open = true;
+	sched_batch_broken = false;
 	return 0;
 }
 
@@ -150,6 +156,10 @@ sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
 		*ret_cause = strdup("cannot generate a task id");
 		return error;
 	}
+	if (sched_batch_broken) {
+		*ret_cause = strdup("the task store failed earlier in this submission");
+		return -EIO;
+	}
 	if (sched_nqueued + sched_nbatch >= (size_t)kgymd_config->max_queued_tasks) {
 		if (asprintf(ret_cause, "the queue holds %zu tasks (max_queued_tasks)",
 		    sched_nqueued) < 0)
@@ -180,6 +190,9 @@ sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
 		}
 	}
 	if (error < 0) {
+		/* SQLite may have rolled the whole batch back (disk full, I/O error). */
+		if (!store_in_transaction(kgymd_store))
+			sched_batch_broken = true;
 		*ret_cause = strdup("the task store refused the task (see the daemon log)");
 		return error;
 	}
@@ -207,7 +220,9 @@ sched_batch_commit(char **ret_cause)
 		return -EINVAL;
 	sched_batch_open = false;
 	sched_nbatch = 0;
-	if ((error = store_commit(kgymd_store)) < 0) {
+	if (sched_batch_broken || (error = store_commit(kgymd_store)) < 0) {
+		if (sched_batch_broken)
+			error = -EIO;
 		store_rollback(kgymd_store);
 		while ((task = TAILQ_FIRST(&sched_batch)) != NULL) {
 			TAILQ_REMOVE(&sched_batch, task, entry);
@@ -412,6 +427,13 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 	json_t *meta;
 	uint64_t now = stats_now_us(), queue_us = 0, run_us = 0;
 
+	if (task->finished) {
+		/* A plugin ended it already (e.g. from its cancel): once is all. */
+		log_warnx("task %s: ended twice; the second end is ignored", task->id);
+		json_decref(result);
+		return;
+	}
+
 	if (task->state == TASK_RUNNING) {
 		queue_us = task->started_us - task->enqueued_us;
 		run_us = now - task->started_us;
@@ -466,7 +488,7 @@ sched_flush(evutil_socket_t fd, short what, void *arg)
 	struct task *task;
 	const char *code, *message;
 	char *text;
-	bool tx;
+	bool tx, ok = true;
 	int error;
 
 	if (TAILQ_EMPTY(&sched_finishing))
@@ -478,15 +500,29 @@ sched_flush(evutil_socket_t fd, short what, void *arg)
 		text = json_dumps(task->result, JSON_COMPACT);
 		error = store_mark_done(kgymd_store, task->id, task->state, code, message,
 		    text, stats_wall_ms());
-		if (error < 0)
-			log_errorx("task %s: the store could not record its end (%s); it "
-			    "will be retried after a restart", task->id, strerror(-error));
 		free(text);
+		/* Gone or already terminal in the store: nothing left to record. */
+		if (error < 0 && error != -ENOENT && error != -EALREADY) {
+			log_errorx("task %s: the store could not record its end: %s",
+			    task->id, strerror(-error));
+			ok = false;
+			break;
+		}
 	}
-	if (tx && (error = store_commit(kgymd_store)) < 0) {
-		store_rollback(kgymd_store);
-		log_errorx("sched: the store could not commit %s; those tasks will be "
-		    "retried after a restart", strerror(-error));
+	if (ok && tx && (error = store_commit(kgymd_store)) < 0) {
+		log_errorx("sched: the store could not commit finished tasks: %s",
+		    strerror(-error));
+		ok = false;
+	}
+	if (!ok) {
+		/*
+		 * Nobody hears of a result the store does not hold: keep the
+		 * tasks and try again in a second (a full disk may be freed).
+		 */
+		if (tx)
+			store_rollback(kgymd_store);
+		evtimer_add(sched_flush_retry_ev, &(struct timeval){ .tv_sec = 1 });
+		return;
 	}
 	while ((task = TAILQ_FIRST(&sched_finishing)) != NULL) {
 		TAILQ_REMOVE(&sched_finishing, task, entry);

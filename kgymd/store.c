@@ -605,6 +605,12 @@ store_free(struct store *store)
 	free(store);
 }
 
+bool
+store_in_transaction(const struct store *store)
+{
+	return !sqlite3_get_autocommit(store->db);
+}
+
 int
 store_begin(struct store *store)
 {

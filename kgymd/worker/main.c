@@ -86,22 +86,34 @@ worker_die(const char *fmt, ...)
 	_exit(1);
 }
 
+static bool worker_wipe_failed;
+
 static int
 worker_unlink_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	if (ftw->level == 0)
 		return 0;	/* keep the directory itself */
-	if (remove(path) < 0 && errno != ENOENT)
-		log_warn("cannot remove %s", path);
+	if (flag == FTW_DNR || (remove(path) < 0 && errno != ENOENT))
+		worker_wipe_failed = true;
 	return 0;
 }
 
-/* Empty the private directory: nothing of one job survives into the next. */
+static void worker_fatal_soft(const char *message);
+
+/*
+ * Empty the private directory: nothing of one job survives into the next.
+ * What a job made that we cannot remove (a directory of mode 0: our
+ * sandbox forbids chmod) makes us ask to be replaced; the parent empties
+ * the directory before it starts the next worker.
+ */
 static void
 worker_wipe(void)
 {
+	worker_wipe_failed = false;
 	if (nftw(work_dir, worker_unlink_one, 16, FTW_DEPTH | FTW_PHYS) < 0)
-		log_warn("cannot empty %s", work_dir);
+		worker_wipe_failed = true;
+	if (worker_wipe_failed)
+		worker_fatal_soft("the private directory could not be emptied");
 }
 
 static void
@@ -242,10 +254,11 @@ worker_run_job(json_t *job)
 	}
 	json_decref(job_request);
 	free(cause);
+	/* Empty before answering: a FATAL about it must come while we are busy. */
+	worker_wipe();
 	if (reply == NULL || ipc_send(WORKER_CHANNEL_FD, IPC_RESULT, reply) < 0)
 		_exit(1);	/* the parent is gone or we cannot speak: nothing to do */
 	json_decref(reply);
-	worker_wipe();
 }
 
 static json_t *
