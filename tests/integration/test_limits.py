@@ -24,6 +24,27 @@ def test_too_large_closes_after_reply():
         k.check(r["ok"], r)
 
 
+def test_client_that_does_not_read_is_dropped():
+    with k.Daemon(kgymd_conf="max_reply_backlog = 1M") as d:
+        c = d.connect()
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        line = b'{"v":1,"id":1,"op":"stats"}\n'
+        c.sock.settimeout(5)
+        try:
+            for _ in range(50):
+                c.sock.sendall(line * 200)
+        except OSError:
+            pass  # dropped while we were still sending
+        deadline = time.time() + 10
+        while "not reading its replies" not in d.read_log() and time.time() < deadline:
+            time.sleep(0.05)
+        k.check("not reading its replies" in d.read_log(), "the slow reader was dropped")
+        k.check(d.request({"op": "health"})["ok"], "the daemon keeps serving others")
+        with open("/proc/%d/status" % d.proc.pid) as f:
+            rss = [int(l.split()[1]) for l in f if l.startswith("VmRSS:")][0]
+        k.check(rss < 64 * 1024, "RSS stays bounded: %d kB" % rss)
+
+
 def test_max_connections():
     with k.Daemon(kgymd_conf="max_connections = 3") as d:
         extra = [d.connect(), d.connect()]  # with d.client: 3
@@ -107,6 +128,7 @@ def test_result_ttl_prunes():
 
 
 if __name__ == "__main__":
-    k.run([test_too_large_closes_after_reply, test_max_connections, test_queue_full,
+    k.run([test_too_large_closes_after_reply, test_client_that_does_not_read_is_dropped,
+           test_max_connections, test_queue_full,
            test_max_batch_tasks, test_forbidden_peer, test_admin_ops_need_admin,
            test_result_ttl_prunes])

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Every op's happy path over the real socket, against a private kgymd."""
+import signal
 import time
 
 import kgymtest as k
@@ -176,6 +177,26 @@ def test_sigterm_lets_running_work_finish():
         d.cleanup()
 
 
+def test_cancel_during_shutdown_grace():
+    # The last running task is cancelled while the daemon waits for it to
+    # end: the daemon must answer the cancel and then stop cleanly.
+    d = k.Daemon(grace="30")
+    try:
+        d.start()
+        t = k.selftest_task(60000, task_id="last")
+        t["payload"]["in_daemon"] = True
+        d.request({"op": "submit", "task": t})
+        time.sleep(0.1)
+        c = d.connect()
+        d.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        r = c.request({"op": "cancel", "task_id": "last"})
+        k.check(r is None or r["ok"], "cancel answered or connection closed cleanly: %r" % (r,))
+        k.check(d.proc.wait(10) == 0, "exit 0 after the last task was cancelled")
+    finally:
+        d.cleanup()
+
+
 def test_half_closed_client_still_answered():
     import socket
     with k.Daemon() as d:
@@ -216,5 +237,6 @@ if __name__ == "__main__":
            test_submit_batch_with_wait, test_idempotent_submit, test_cancel_queued_and_running,
            test_priority_order, test_wait_timeout_and_not_found, test_drain_and_shutdown,
            test_sigterm_requeues_running_and_restart_finishes,
-           test_sigterm_lets_running_work_finish, test_half_closed_client_still_answered,
+           test_sigterm_lets_running_work_finish, test_cancel_during_shutdown_grace,
+           test_half_closed_client_still_answered,
            test_sighup_reload])

@@ -210,6 +210,22 @@ def test_writer_not_starved():
         k.check(queued > 0, "readers were still waiting when the writer got the GPU")
 
 
+def test_relocking_jobs_never_deadlock():
+    # Each job takes the lock exclusively, gives it back, takes it again: with
+    # two slots a lock that looked only at its queue's head would hang here.
+    with k.Daemon(gpus="0", kgymd_conf="workers_per_gpu = 2",
+                  workers_conf="cpu_workers = 0\n" + WORKERS) as d:
+        wait_ready(d, 2)
+        tasks = []
+        for _ in range(8):
+            tasks.append(k.selftest_task(0, action="gpu_relock"))
+            tasks[-1]["payload"].update(device="gpu", hold_ms=20)
+        r = d.request({"op": "submit", "tasks": tasks, "wait": True})
+        events, _ = d.client.collect_wait(r["id"])
+        k.check([e["state"] for e in events] == ["completed"] * 8,
+                [e["result"].get("error_message") for e in events])
+
+
 def test_memory_admission():
     with k.Daemon(gpus="0", kgymd_conf="workers_per_gpu = 4",
                   workers_conf="cpu_workers = 0\ngpu_memory = 1G\n" + WORKERS) as d:
@@ -289,5 +305,6 @@ def test_1000_task_mix():
 
 if __name__ == "__main__":
     k.run([test_each_action_and_recovery, test_no_secret_reachable, test_cancel_kills_running_job,
-           test_exclusive_never_overlaps, test_writer_not_starved, test_memory_admission,
+           test_exclusive_never_overlaps, test_writer_not_starved,
+           test_relocking_jobs_never_deadlock, test_memory_admission,
            test_unstartable_worker_backs_off, test_1000_task_mix])

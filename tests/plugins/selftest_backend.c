@@ -315,6 +315,13 @@ sb_run(const json_t *request, json_t **ret_result, char **ret_cause)
 		r = sb_lock_hold(false, hold);
 	} else if (strcmp(action, "gpu_exclusive") == 0) {
 		r = sb_lock_hold(true, hold);
+	} else if (strcmp(action, "gpu_relock") == 0) {
+		/* Timing twice in one job: exclusive, back to shared, exclusive again. */
+		if (host->gpu_lock(KGYM_GPU_EXCLUSIVE) < 0 || host->gpu_lock(KGYM_GPU_SHARED) < 0 ||
+		    host->gpu_lock(KGYM_GPU_EXCLUSIVE) < 0)
+			r = sb_failed("SYSTEM_ERROR", "gpu_lock failed");
+		else
+			r = sb_lock_hold(false, hold);
 	} else if (strcmp(action, "gpu_probe") == 0) {
 		r = sb_gpu_probe();
 		if (json_is_string(then) && strcmp(json_string_value(then), "network") == 0) {
