@@ -9,8 +9,9 @@
  *
  * A connection never blocks the loop: bufferevents buffer both ways, a
  * read high-watermark bounds what one client can make us hold, and a
- * client that stops reading its replies is dropped once its output backlog
- * passes a bound.
+ * client that stops reading its replies is dropped once its unsent replies
+ * pass max_reply_backlog (from an event of its own: never inside a callback
+ * that may still use the connection).
  */
 #include "config.h"
 

@@ -514,8 +514,8 @@ struct waiter;
 /*
  * Register interest in `ids` for `conn`, answering request `req_id`.
  * Terminal tasks are answered at once.  timeout_ms < 0: no timeout.
- * `final_done`: the final reply carries done/pending (op wait) rather than
- * a bare ok (submit with wait).
+ * The final reply always carries done and pending; `final_done` (op wait)
+ * adds not_found, which a submit with wait cannot have.
  */
 int	wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
 	    int64_t timeout_ms, bool final_done);
