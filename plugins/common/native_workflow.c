@@ -837,8 +837,17 @@ nw_start(struct kgym_task *task, char **ret_cause)
 		nw_fail(task, false, "VALIDATION_ERROR", "%s", err);
 		return 0;
 	}
-	t->device_bytes = ev->device_bytes;
 	spec_eval_free(ev);
+	/* The most demanding size set: the worker holds one set's tensors at a
+	 * time.  Every set evaluated in nw_parse(), so only memory can fail. */
+	if ((r = spec_device_bytes(t->spec, &cfg.limits, &t->device_bytes, err,
+	    sizeof err)) < 0) {
+		host->task_set_data(task, NULL);
+		nw_task_free(t);
+		if (r != -ENOMEM)
+			*ret_cause = nw_strdup_host(err);
+		return r;
+	}
 	snprintf(t->arch, sizeof t->arch, "%s", nw_arch());
 	t->force = json_is_true(json_object_get(payload, "force_refresh"));
 	nw_meta(t, "workflow", json_string(nw->name));

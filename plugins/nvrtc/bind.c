@@ -11,9 +11,11 @@
  * programs before the first launch, and any problem becomes a precise
  * VALIDATION_ERROR naming the field, so nothing half-runs.
  *
- * The kernelParams arrays for cuLaunchKernel are built here once per job:
- * values for scalars now, tensor pointers once the buffers exist
- * (bind_tensors).
+ * A problem with several size sets has a plan per set: each is checked
+ * here, before anything runs, and its messages name the set.  The
+ * kernelParams arrays for cuLaunchKernel are built here once per job and
+ * filled for the current size set by bind_tensors(): scalar values from
+ * its plan, tensor pointers once its buffers exist.
  */
 #include "config.h"
 
@@ -77,74 +79,95 @@ bind_func_attr(CUfunction f, CUfunction_attribute attr, int *ret, char **ret_cau
 }
 
 /*
- * Check argument `a` of step `s` against a parameter of `size` bytes and
- * store its value.  false (with a verdict) when it does not fit.
+ * Store launch argument `arg` as a parameter of `size` bytes into *v:
+ * 0, -ERANGE (an integer expression a 4-byte parameter cannot hold) or
+ * -EINVAL (the sizes do not match).  Tensor pointers: bind_tensors().
  */
-static bool
-bind_arg(struct evaluate *ev, struct evaluate_prog *p, size_t s, size_t a, size_t size)
+static int
+bind_value(const struct spec_launch_arg *arg, size_t size, union evaluate_val *v)
 {
-	const struct spec_launch *l = &p->plan->steps[s];
-	const struct spec_launch_arg *arg = &l->args[a];
-	union evaluate_val *v = &p->vals[s][a];
-	size_t need;
-
 	switch (arg->kind) {
 	case SPEC_ARG_INT:
 		if (size == 8) {
 			v->i64 = arg->i;
-			return true;
+			return 0;
 		}
 		if (size != 4)
-			break;
+			return -EINVAL;
 		/* The parameter's signedness is not in the cubin: accept what
 		 * either an int or an unsigned int can hold. */
-		if (arg->i < INT32_MIN || arg->i > (int64_t)UINT32_MAX) {
-			evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: "
-			    "%lld does not fit kernel '%s''s 4-byte parameter %zu", p->path, s, a,
-			    (long long)arg->i, l->kernel, a);
-			return false;
-		}
+		if (arg->i < INT32_MIN || arg->i > (int64_t)UINT32_MAX)
+			return -ERANGE;
 		v->i32 = (int32_t)(uint32_t)(arg->i & 0xffffffff);
-		return true;
+		return 0;
 	case SPEC_ARG_TENSOR:
 	case SPEC_ARG_I64:
 	case SPEC_ARG_F64:
 		if (size != 8)
-			break;
+			return -EINVAL;
 		if (arg->kind == SPEC_ARG_I64)
 			v->i64 = arg->i;
 		else if (arg->kind == SPEC_ARG_F64)
 			v->f64 = arg->f;
-		return true;		/* tensors: bind_tensors() */
+		return 0;
 	case SPEC_ARG_I32:
 	case SPEC_ARG_F32:
 		if (size != 4)
-			break;
+			return -EINVAL;
 		if (arg->kind == SPEC_ARG_I32)
 			v->i32 = (int32_t)arg->i;
 		else
 			v->f32 = (float)arg->f;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/*
+ * Check argument `a` of step `s` of `plan` against the kernel's parameter
+ * and store its value.  false (with a verdict; `note` names the size set)
+ * when it does not fit.
+ */
+static bool
+bind_arg(struct evaluate *ev, struct evaluate_prog *p, const struct spec_plan *plan, size_t s,
+    size_t a, const char *note)
+{
+	const struct spec_launch *l = &plan->steps[s];
+	const struct spec_launch_arg *arg = &l->args[a];
+	size_t size = p->param_sizes[s][a], need;
+	int r;
+
+	if ((r = bind_value(arg, size, &p->vals[s][a])) == 0)
 		return true;
+	if (r == -ERANGE) {
+		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: "
+		    "%lld does not fit kernel '%s''s 4-byte parameter %zu%s", p->path, s, a,
+		    (long long)arg->i, l->kernel, a, note);
+		return false;
 	}
 	need = arg->kind == SPEC_ARG_INT ? 0 : arg->kind == SPEC_ARG_I32 ||
 	    arg->kind == SPEC_ARG_F32 ? 4 : 8;
 	if (need == 0)
 		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: kernel "
-		    "'%s''s parameter %zu is %zu bytes; an integer expression is passed as 4 or 8",
-		    p->path, s, a, l->kernel, a, size);
+		    "'%s''s parameter %zu is %zu bytes; an integer expression is passed as 4 or "
+		    "8%s", p->path, s, a, l->kernel, a, size, note);
 	else
 		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: kernel "
-		    "'%s''s parameter %zu is %zu bytes; %s needs %zu", p->path, s, a, l->kernel,
-		    a, size, bind_kind_name(arg->kind), need);
+		    "'%s''s parameter %zu is %zu bytes; %s needs %zu%s", p->path, s, a, l->kernel,
+		    a, size, bind_kind_name(arg->kind), need, note);
 	return false;
 }
 
-/* Grid, block and shared memory of step s against the device and kernel. */
+/*
+ * Grid, block and shared memory of step s of `plan` against the device and
+ * kernel; with `record`, the step's entry in p->kernels (the timed plan's).
+ */
 static int
-bind_limits(struct evaluate *ev, struct evaluate_prog *p, size_t s, char **ret_cause)
+bind_limits(struct evaluate *ev, struct evaluate_prog *p, const struct spec_plan *plan, size_t s,
+    bool record, const char *note, char **ret_cause)
 {
 	static const char axis[] = "xyz";
-	const struct spec_launch *l = &p->plan->steps[s];
+	const struct spec_launch *l = &plan->steps[s];
 	CUfunction f = p->fn[s];
 	int max_threads, static_shared, max_dynamic, regs, error;
 	uint64_t threads;
@@ -154,14 +177,14 @@ bind_limits(struct evaluate *ev, struct evaluate_prog *p, size_t s, char **ret_c
 	for (d = 0; d < 3; d++) {
 		if (l->grid[d] > (uint32_t)nvdev.max_grid[d]) {
 			evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].grid[%zu]: "
-			    "%u blocks in %c; the device allows at most %d", p->path, s, d,
-			    l->grid[d], axis[d], nvdev.max_grid[d]);
+			    "%u blocks in %c; the device allows at most %d%s", p->path, s, d,
+			    l->grid[d], axis[d], nvdev.max_grid[d], note);
 			return 0;
 		}
 		if (l->block[d] > (uint32_t)nvdev.max_block[d]) {
 			evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].block[%zu]: "
-			    "%u threads in %c; the device allows at most %d", p->path, s, d,
-			    l->block[d], axis[d], nvdev.max_block[d]);
+			    "%u threads in %c; the device allows at most %d%s", p->path, s, d,
+			    l->block[d], axis[d], nvdev.max_block[d], note);
 			return 0;
 		}
 	}
@@ -177,20 +200,23 @@ bind_limits(struct evaluate *ev, struct evaluate_prog *p, size_t s, char **ret_c
 	if (threads > (uint64_t)nvdev.max_threads_per_block || threads > (uint64_t)max_threads) {
 		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].block: %llu threads "
 		    "per block; kernel '%s' can run at most %d (the device %d; the kernel uses %d "
-		    "registers per thread)", p->path, s, (unsigned long long)threads, l->kernel,
+		    "registers per thread)%s", p->path, s, (unsigned long long)threads, l->kernel,
 		    max_threads < nvdev.max_threads_per_block ? max_threads :
-		    nvdev.max_threads_per_block, nvdev.max_threads_per_block, regs);
+		    nvdev.max_threads_per_block, nvdev.max_threads_per_block, regs, note);
 		return 0;
 	}
 	if ((uint64_t)static_shared + l->shared_bytes > (uint64_t)nvdev.max_shared_optin) {
 		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].shared_bytes: kernel "
 		    "'%s' would need %llu bytes of shared memory per block (%d static + %u "
-		    "dynamic); the device allows at most %d", p->path, s, l->kernel,
+		    "dynamic); the device allows at most %d%s", p->path, s, l->kernel,
 		    (unsigned long long)static_shared + l->shared_bytes, static_shared,
-		    l->shared_bytes, nvdev.max_shared_optin);
+		    l->shared_bytes, nvdev.max_shared_optin, note);
 		return 0;
 	}
-	/* Beyond the default 48 KiB a kernel must opt in to dynamic shared memory. */
+	/*
+	 * Beyond the default 48 KiB a kernel must opt in to dynamic shared
+	 * memory.  Only ever raised: the largest size set's need holds for all.
+	 */
 	if (l->shared_bytes > (uint32_t)max_dynamic &&
 	    (rc = nvcu.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
 	    (int)l->shared_bytes)) != CUDA_SUCCESS) {
@@ -198,12 +224,12 @@ bind_limits(struct evaluate *ev, struct evaluate_prog *p, size_t s, char **ret_c
 
 		device_error_text(rc, err, sizeof err);
 		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].shared_bytes: kernel "
-		    "'%s' cannot have %u bytes of dynamic shared memory: %s", p->path, s,
-		    l->kernel, l->shared_bytes, err);
+		    "'%s' cannot have %u bytes of dynamic shared memory: %s%s", p->path, s,
+		    l->kernel, l->shared_bytes, err, note);
 		return 0;
 	}
-	if (json_array_append_new(p->kernels, json_pack("{s:s, s:i, s:i, s:I, s:[i,i,i], "
-	    "s:[i,i,i]}", "name", l->kernel, "registers", regs, "static_shared_bytes",
+	if (record && json_array_append_new(p->kernels, json_pack("{s:s, s:i, s:i, s:I, "
+	    "s:[i,i,i], s:[i,i,i]}", "name", l->kernel, "registers", regs, "static_shared_bytes",
 	    static_shared, "dynamic_shared_bytes", (json_int_t)l->shared_bytes,
 	    "grid", (int)l->grid[0], (int)l->grid[1], (int)l->grid[2],
 	    "block", (int)l->block[0], (int)l->block[1], (int)l->block[2])) < 0)
@@ -211,10 +237,27 @@ bind_limits(struct evaluate *ev, struct evaluate_prog *p, size_t s, char **ret_c
 	return 0;
 }
 
+/* Step s of size set k's plan: its arguments, then its limits. */
+static int
+bind_check_step(struct evaluate *ev, struct evaluate_prog *p, size_t k, size_t s,
+    char **ret_cause)
+{
+	const struct spec_plan *plan = evaluate_plan(ev, p, k);
+	char note[192];
+	size_t a;
+
+	evaluate_set_note(ev, k, note, sizeof note);
+	for (a = 0; a < plan->steps[s].nargs; a++)
+		if (!bind_arg(ev, p, plan, s, a, note))
+			return 0;
+	return bind_limits(ev, p, plan, s, k == 0, note, ret_cause);
+}
+
+/* Step s's kernel and its parameters; then its checks for the first size set. */
 static int
 bind_step(struct evaluate *ev, struct evaluate_prog *p, size_t s, char **ret_cause)
 {
-	const struct spec_launch *l = &p->plan->steps[s];
+	const struct spec_launch *l = &evaluate_plan(ev, p, 0)->steps[s];
 	size_t sizes[BIND_MAX_PARAMS], n = 0, a;
 	CUresult rc;
 	int error;
@@ -239,21 +282,20 @@ bind_step(struct evaluate *ev, struct evaluate_prog *p, size_t s, char **ret_cau
 		return 0;
 	}
 	if ((p->vals[s] = calloc(n ? n : 1, sizeof *p->vals[s])) == NULL ||
-	    (p->params[s] = calloc(n ? n : 1, sizeof *p->params[s])) == NULL)
+	    (p->params[s] = calloc(n ? n : 1, sizeof *p->params[s])) == NULL ||
+	    (p->param_sizes[s] = calloc(n ? n : 1, sizeof *p->param_sizes[s])) == NULL)
 		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
-	for (a = 0; a < n; a++) {
+	memcpy(p->param_sizes[s], sizes, n * sizeof *sizes);
+	for (a = 0; a < n; a++)
 		p->params[s][a] = &p->vals[s][a];
-		if (!bind_arg(ev, p, s, a, sizes[a]))
-			return 0;
-	}
-	return bind_limits(ev, p, s, ret_cause);
+	return bind_check_step(ev, p, 0, s, ret_cause);
 }
 
 int
 bind_program(struct evaluate *ev, struct evaluate_prog *p, const unsigned char *cubin,
     char **ret_cause)
 {
-	size_t n = p->plan->nsteps, s;
+	size_t n = p->plan->nsteps, s, k;
 	char err[256];
 	CUresult rc;
 	int error;
@@ -270,11 +312,17 @@ bind_program(struct evaluate *ev, struct evaluate_prog *p, const unsigned char *
 	if ((p->fn = calloc(n, sizeof *p->fn)) == NULL ||
 	    (p->vals = calloc(n, sizeof *p->vals)) == NULL ||
 	    (p->params = calloc(n, sizeof *p->params)) == NULL ||
+	    (p->param_sizes = calloc(n, sizeof *p->param_sizes)) == NULL ||
 	    (p->kernels = json_array()) == NULL)
 		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
 	for (s = 0; s < n && ev->code == NULL; s++)
 		if ((error = bind_step(ev, p, s, ret_cause)) < 0)
 			return error;
+	/* The other size sets' plans: the same kernels, other numbers. */
+	for (k = 1; k < ev->nsets && ev->code == NULL; k++)
+		for (s = 0; s < n && ev->code == NULL; s++)
+			if ((error = bind_check_step(ev, p, k, s, ret_cause)) < 0)
+				return error;
 	return 0;
 }
 
@@ -287,8 +335,11 @@ bind_tensors(struct evaluate *ev, struct evaluate_prog *p)
 	for (s = 0; s < p->plan->nsteps; s++) {
 		for (a = 0; a < p->plan->steps[s].nargs; a++) {
 			arg = &p->plan->steps[s].args[a];
-			if (arg->kind != SPEC_ARG_TENSOR)
+			if (arg->kind != SPEC_ARG_TENSOR) {
+				/* Checked for every size set by bind_program(). */
+				(void)bind_value(arg, p->param_sizes[s][a], &p->vals[s][a]);
 				continue;
+			}
 			p->vals[s][a].p = arg->role == SPEC_ROLE_INPUT ? ev->in[arg->index].ptr :
 			    arg->role == SPEC_ROLE_OUTPUT ? ev->out[arg->index].ptr :
 			    p->scratch[arg->index].ptr;
@@ -307,14 +358,19 @@ bind_release(struct evaluate_prog *p)
 	if (p->plan != NULL && p->params != NULL)
 		for (s = 0; s < p->plan->nsteps; s++)
 			free(p->params[s]);
+	if (p->plan != NULL && p->param_sizes != NULL)
+		for (s = 0; s < p->plan->nsteps; s++)
+			free(p->param_sizes[s]);
 	free(p->vals);
 	free(p->params);
+	free(p->param_sizes);
 	free(p->fn);
 	json_decref(p->kernels);
 	if (p->mod != NULL)
 		nvcu.cuModuleUnload(p->mod);
 	p->vals = NULL;
 	p->params = NULL;
+	p->param_sizes = NULL;
 	p->fn = NULL;
 	p->kernels = NULL;
 	p->mod = NULL;

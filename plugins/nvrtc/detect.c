@@ -48,7 +48,10 @@
  *                 tolerance; bit for bit is said too), or equal to an input:
  *                 a constant, cached or identity "solution" would pass.
  *                 The *problem* is flagged (metadata.problem_flags
- *                 "degenerate_outputs"), not the candidate.
+ *                 "degenerate_outputs"), not the candidate.  With several
+ *                 size sets, "the same" compares the trials of the first
+ *                 set (other shapes are other tensors); constant and
+ *                 equal-to-an-input hold across all of them.
  *   reference determinism  The first trial's reference runs twice on the
  *                 same inputs; outputs differing beyond tolerance flag the
  *                 problem "nondeterministic_reference" (a reference that
@@ -100,6 +103,7 @@ struct detect {
 	struct detect_output *outs;	/* noutputs, once the first trial ran */
 	size_t ninputs, noutputs;
 	unsigned int ref_trials;	/* reference trials tracked */
+	unsigned int ref_trials_first;	/* ... of them on the first size set (as trial 0) */
 	/* Device slots: a hash per output, then a helpers_cmp per (output, input). */
 	struct device_buf slots;
 	unsigned char *host_slots;
@@ -493,6 +497,11 @@ detect_track_outputs(struct evaluate *ev, size_t trial, char **ret_cause)
 	char *cause = NULL;
 	int error;
 
+	/* An output can only be a copy of an input as large, at every size. */
+	for (o = 0; o < d->noutputs; o++)
+		for (i = 0; i < d->ninputs; i++)
+			if (ev->sev->inputs[i].numel != ev->sev->outputs[o].numel)
+				d->outs[o].equals_input[i] = false;
 	/* On the device: each output's hash, and each output against each input
 	 * it could be a copy of -- the reference's outputs are still in ev->out. */
 	if ((error = detect_hash_outputs(ev, &cause)) < 0)
@@ -530,6 +539,8 @@ detect_track_outputs(struct evaluate *ev, size_t trial, char **ret_cause)
 			}
 			continue;
 		}
+		if (ev->size_set != 0)
+			continue;	/* other shapes: nothing to compare with trial 0 */
 		if (detect_slot_hash(d, o) != out->hash0)
 			out->identical = false;
 		for (j = 0; out->independent && j < out->nsample; j++) {
@@ -542,6 +553,8 @@ detect_track_outputs(struct evaluate *ev, size_t trial, char **ret_cause)
 			out->identical = false;
 	}
 	d->ref_trials++;
+	if (ev->size_set == 0)
+		d->ref_trials_first++;
 	return 0;
 cuda:
 	evaluate_cuda_failure(ev, "kgymd's checks of the problem", cause);
@@ -852,12 +865,13 @@ detect_problem_flags(struct evaluate *ev, json_t *flags, json_t *details)
 			detect_flag(flags, details, "degenerate_outputs", buf);
 			break;
 		}
-		if (i < d->ninputs || d->ref_trials < 2 || !out->independent)
+		if (i < d->ninputs || d->ref_trials_first < 2 || !out->independent)
 			continue;
 		snprintf(buf, sizeof buf, "output '%s' is the same%s for the inputs of all %u "
-		    "reference trials (%" PRIu64 " sampled elements within tolerance): it does not "
-		    "depend on the inputs", name, out->identical ? ", bit for bit," : "",
-		    d->ref_trials, out->nsample);
+		    "reference trials%s (%" PRIu64 " sampled elements within tolerance): it does "
+		    "not depend on the inputs", name, out->identical ? ", bit for bit," : "",
+		    d->ref_trials_first, ev->nsets > 1 ? " of the first size set" : "",
+		    out->nsample);
 		detect_flag(flags, details, "degenerate_outputs", buf);
 	}
 	if (d->ref_repeat_ok == 0)

@@ -19,11 +19,18 @@
  *      hashed against their hash from before the call.
  *      kernel_simple may give test cases instead: inputs and expected
  *      outputs in the request, no reference run.
+ *      A problem with several size sets (spec.h) has trial t use set
+ *      t % nsets (and at least one trial per set): each set's tensors are
+ *      allocated when it becomes current, the previous set's freed, so
+ *      every tensor ends at its guard and a kernel that hard-codes one
+ *      set's shape is wrong (or faults) at another.  Test cases use the
+ *      first set, whose shapes they were checked against.
  *      detect.c also watches the problem (degenerate outputs, a
  *      reference that is not reproducible) and repeats the candidate's first
  *      trial on the same inputs.
- *   3. timing (kernelbench, when correct): timing.c; then detect.c's
- *      roofline and CUPTI detectors on the timed calls.
+ *   3. timing (kernelbench, when correct): timing.c, on the problem's
+ *      first size set alone; then detect.c's roofline and CUPTI detectors
+ *      on the timed calls.
  *
  * The result object is DESIGN §5's.  A verdict (validation, runtime,
  * correctness) is a result, not an error of the job; a sticky CUDA error
@@ -84,6 +91,36 @@ evaluate_cuda_failure(struct evaluate *ev, const char *during, char *cause)
 		evaluate_verdict(ev, true, "SYSTEM_ERROR", "kgymd's own GPU work failed during "
 		    "%s: %s", during, why);
 	free(cause);
+}
+
+/* ----------------------------------------------------------- size sets */
+
+const struct spec_plan *
+evaluate_plan(const struct evaluate *ev, const struct evaluate_prog *p, size_t k)
+{
+	return p == &ev->ref ? &ev->sevs[k]->reference : &ev->sevs[k]->solution;
+}
+
+void
+evaluate_set_note(const struct evaluate *ev, size_t k, char *buf, size_t len)
+{
+	char sizes[128];
+
+	if (len == 0)
+		return;
+	buf[0] = '\0';
+	if (ev->nsets <= 1)
+		return;
+	spec_size_set_text(ev->spec, k, sizes, sizeof sizes);
+	snprintf(buf, len, " (size set problem.sizes[%zu]: %s)", k, sizes);
+}
+
+/* Trial t's init: t itself with one size set; with several, shifted by
+ * one per round of sets, so that every set meets every init. */
+static size_t
+evaluate_trial_init(const struct evaluate *ev, size_t t)
+{
+	return ev->nsets <= 1 ? t : t / ev->nsets + t % ev->nsets;
 }
 
 /* --------------------------------------------------------------- calls */
@@ -603,13 +640,33 @@ evaluate_free_list(struct device_buf *b, size_t n)
 	free(b);
 }
 
+/* What does not depend on the size set: comparison slots, hashes, pointers. */
 static int
 evaluate_alloc(struct evaluate *ev, char **ret_cause)
 {
 	const struct spec_problem *pb = &ev->spec->problem;
-	struct evaluate_prog *progs[2] = { &ev->ref, &ev->sol };
-	size_t o, k, slots;
 	char *cause = NULL;
+	size_t slots;
+	int error;
+
+	slots = pb->noutputs * sizeof(struct helpers_cmp) + (pb->ninputs + 1) * sizeof(uint64_t);
+	if ((error = device_buf_alloc(slots, &ev->slots, &cause)) < 0) {
+		*ret_cause = cause;
+		return error;
+	}
+	if ((ev->in_hash = calloc(pb->ninputs + 1, sizeof *ev->in_hash)) == NULL ||
+	    (ev->ref_host = calloc(pb->noutputs, sizeof *ev->ref_host)) == NULL)
+		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
+	return 0;
+}
+
+/* The current size set's tensors (ev->sev), each in its own guarded buffer. */
+static int
+evaluate_alloc_set(struct evaluate *ev, char **ret_cause)
+{
+	const struct spec_problem *pb = &ev->spec->problem;
+	struct evaluate_prog *progs[2] = { &ev->ref, &ev->sol };
+	size_t o, k;
 	int error;
 
 	if ((error = evaluate_alloc_list(ev, "input", pb->inputs, ev->sev->inputs, pb->ninputs,
@@ -627,14 +684,6 @@ evaluate_alloc(struct evaluate *ev, char **ret_cause)
 		    ret_cause)) < 0 || ev->code != NULL)
 			return error;
 	}
-	slots = pb->noutputs * sizeof(struct helpers_cmp) + (pb->ninputs + 1) * sizeof(uint64_t);
-	if ((error = device_buf_alloc(slots, &ev->slots, &cause)) < 0) {
-		*ret_cause = cause;
-		return error;
-	}
-	if ((ev->in_hash = calloc(pb->ninputs + 1, sizeof *ev->in_hash)) == NULL ||
-	    (ev->ref_host = calloc(pb->noutputs, sizeof *ev->ref_host)) == NULL)
-		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
 	if (!ev->has_ref)
 		return 0;	/* test cases lend theirs */
 	for (o = 0; o < pb->noutputs; o++) {
@@ -648,10 +697,63 @@ evaluate_alloc(struct evaluate *ev, char **ret_cause)
 	return 0;
 }
 
+/* Undo evaluate_alloc_set() (also what a failed one made). */
+static void
+evaluate_free_set(struct evaluate *ev)
+{
+	struct evaluate_prog *progs[2] = { &ev->ref, &ev->sol };
+	size_t no = ev->sev != NULL ? ev->sev->noutputs : 0, ni = ev->sev != NULL ?
+	    ev->sev->ninputs : 0, o, k;
+
+	for (k = 0; k < 2; k++) {
+		evaluate_free_list(progs[k]->scratch, progs[k]->plan != NULL ?
+		    progs[k]->plan->nscratch : 0);
+		progs[k]->scratch = NULL;
+	}
+	evaluate_free_list(ev->in, ni);
+	evaluate_free_list(ev->out, no);
+	evaluate_free_list(ev->expect, no);
+	ev->in = ev->out = ev->expect = NULL;
+	/* With test cases these are theirs. */
+	for (o = 0; ev->has_ref && ev->ref_host != NULL && o < no; o++) {
+		free(ev->ref_host[o]);
+		ev->ref_host[o] = NULL;
+	}
+	ev->set_ready = false;
+}
+
+int
+evaluate_use_set(struct evaluate *ev, size_t k, char **ret_cause)
+{
+	char *cause = NULL;
+	int error;
+
+	if (ev->set_ready && ev->size_set == k)
+		return 0;
+	/* Nothing queued may still use the buffers about to go. */
+	if (ev->set_ready && device_sync(NULL, &cause) < 0) {
+		evaluate_cuda_failure(ev, "changing the size set", cause);
+		return 0;
+	}
+	evaluate_free_set(ev);
+	ev->size_set = k;
+	ev->sev = ev->sevs[k];
+	ev->sol.plan = evaluate_plan(ev, &ev->sol, k);
+	if (ev->has_ref)
+		ev->ref.plan = evaluate_plan(ev, &ev->ref, k);
+	if ((error = evaluate_alloc_set(ev, ret_cause)) < 0 || ev->code != NULL)
+		return error;
+	if (ev->has_ref)
+		bind_tensors(ev, &ev->ref);
+	bind_tensors(ev, &ev->sol);
+	ev->set_ready = true;
+	return 0;
+}
+
 /* ---------------------------------------------------------- correctness */
 
 static json_t *
-evaluate_init_json(const struct evaluate *ev, size_t trial)
+evaluate_init_json(const struct evaluate *ev, size_t init)
 {
 	const struct spec_problem *pb = &ev->spec->problem;
 	const struct spec_init *in;
@@ -660,7 +762,7 @@ evaluate_init_json(const struct evaluate *ev, size_t trial)
 	size_t i;
 
 	for (i = 0; i < pb->ninputs; i++) {
-		in = &pb->inputs[i].init[trial % pb->inputs[i].ninit];
+		in = &pb->inputs[i].init[init % pb->inputs[i].ninit];
 		if (in->kind == SPEC_INIT_NORMAL)
 			snprintf(buf, sizeof buf, "normal(%g, %g)", in->mean, in->std);
 		else
@@ -671,8 +773,23 @@ evaluate_init_json(const struct evaluate *ev, size_t trial)
 	return o;
 }
 
+/* The current size set: {"N": 1048573, ...}. */
+static json_t *
+evaluate_sizes_json(const struct evaluate *ev)
+{
+	const struct spec_problem *pb = &ev->spec->problem;
+	const int64_t *v = spec_size_set(ev->spec, ev->size_set);
+	json_t *o = json_object();
+	size_t i;
+
+	for (i = 0; v != NULL && i < pb->nsizes; i++)
+		json_object_set_new(o, pb->size_names[i], json_integer((json_int_t)v[i]));
+	return o;
+}
+
 static void
-evaluate_trial_json(struct evaluate *ev, size_t t, uint64_t seed, const struct evaluate_check *c)
+evaluate_trial_json(struct evaluate *ev, size_t t, size_t init, uint64_t seed,
+    const struct evaluate_check *c)
 {
 	char sbuf[32];
 	json_t *j;
@@ -689,8 +806,10 @@ evaluate_trial_json(struct evaluate *ev, size_t t, uint64_t seed, const struct e
 		json_object_set_new(j, "test_case", json_integer((json_int_t)t));
 	} else {
 		json_object_set_new(j, "seed", json_string(sbuf));
-		json_object_set_new(j, "init", evaluate_init_json(ev, t));
+		json_object_set_new(j, "init", evaluate_init_json(ev, init));
 	}
+	json_object_set_new(j, "size_set", json_integer((json_int_t)ev->size_set));
+	json_object_set_new(j, "sizes", evaluate_sizes_json(ev));
 	if (c->mismatches != 0)
 		json_object_set_new(j, "output",
 		    json_string(ev->spec->problem.outputs[c->bad_output].name));
@@ -720,14 +839,14 @@ evaluate_check_verdict(struct evaluate *ev, const struct evaluate_check *c, cons
 
 /* One call of the candidate on prepared inputs, then the check. */
 static int
-evaluate_candidate(struct evaluate *ev, uint64_t seed, size_t t, const char *when,
+evaluate_candidate(struct evaluate *ev, uint64_t seed, size_t t, size_t init, const char *when,
     char **ret_cause)
 {
 	struct evaluate_check c;
 	char *cause = NULL;
 	int error;
 
-	if ((error = evaluate_prepare_call(ev, seed, t, true, &cause)) < 0 ||
+	if ((error = evaluate_prepare_call(ev, seed, init, true, &cause)) < 0 ||
 	    (error = evaluate_launch(ev, &ev->sol, &cause)) < 0 ||
 	    (error = device_sync(NULL, &cause)) < 0) {
 		evaluate_cuda_failure(ev, when, cause);
@@ -738,7 +857,7 @@ evaluate_candidate(struct evaluate *ev, uint64_t seed, size_t t, const char *whe
 		evaluate_cuda_failure(ev, when, cause);
 		return 0;
 	}
-	evaluate_trial_json(ev, t, seed, &c);
+	evaluate_trial_json(ev, t, init, seed, &c);
 	if (!c.ok)
 		evaluate_check_verdict(ev, &c, when);
 	else
@@ -749,13 +868,20 @@ evaluate_candidate(struct evaluate *ev, uint64_t seed, size_t t, const char *whe
 static int
 evaluate_correctness(struct evaluate *ev, struct evaluate_cases *tc, char **ret_cause)
 {
-	char when[96], *cause = NULL;
+	char when[256], note[192], *cause = NULL;
 	uint64_t seed;
-	size_t t, n = tc->n != 0 ? tc->n : ev->set.num_trials, o;
+	size_t t, n = tc->n != 0 ? tc->n : ev->set.num_trials, o, init;
 	int error = 0;
 
+	/* Every size set gets a trial. */
+	if (tc->n == 0 && n < ev->nsets)
+		n = ev->nsets;
 	for (t = 0; t < n && ev->code == NULL; t++) {
 		seed = value_seed(ev->seed, VALUE_TAG_TRIAL, t);
+		init = evaluate_trial_init(ev, t);
+		if ((error = evaluate_use_set(ev, tc->n != 0 ? 0 : t % ev->nsets,
+		    ret_cause)) < 0 || ev->code != NULL)
+			break;
 		if (tc->n != 0) {
 			snprintf(when, sizeof when, "test case %zu of %zu", t + 1, n);
 			ev->case_in = tc->in[t];
@@ -763,7 +889,13 @@ evaluate_correctness(struct evaluate *ev, struct evaluate_cases *tc, char **ret_
 				ev->ref_host[o] = tc->out[t][o];
 		} else {
 			snprintf(when, sizeof when, "correctness trial %zu of %zu", t + 1, n);
-			if ((error = evaluate_prepare_call(ev, seed, t, false, &cause)) < 0 ||
+			if (ev->nsets > 1) {
+				/* Which shapes: a hard-coded one fails at another's. */
+				spec_size_set_text(ev->spec, ev->size_set, note, sizeof note);
+				snprintf(when + strlen(when), sizeof when - strlen(when),
+				    ", size set problem.sizes[%zu]: %s", ev->size_set, note);
+			}
+			if ((error = evaluate_prepare_call(ev, seed, init, false, &cause)) < 0 ||
 			    (error = evaluate_launch(ev, &ev->ref, &cause)) < 0 ||
 			    (error = device_sync(NULL, &cause)) < 0) {
 				evaluate_cuda_failure(ev, when, cause);
@@ -780,7 +912,7 @@ evaluate_correctness(struct evaluate *ev, struct evaluate_cases *tc, char **ret_
 			    ev->code != NULL)
 				break;
 		}
-		if ((error = evaluate_candidate(ev, seed, t, when, ret_cause)) < 0)
+		if ((error = evaluate_candidate(ev, seed, t, init, when, ret_cause)) < 0)
 			break;
 		/* [detect] the first passed trial once more: reproducible? */
 		if (t == 0 && ev->code == NULL &&
@@ -822,6 +954,9 @@ evaluate_result(struct evaluate *ev, json_t *timing)
 	}
 	snprintf(frac, sizeof frac, "(%u / %zu)", ev->trials_passed, json_array_size(ev->trials));
 	json_object_set_new(meta, "correctness_trials", json_string(frac));
+	/* Several size sets: how many; timing used the first. */
+	if (ev->nsets > 1)
+		json_object_set_new(meta, "size_sets", json_integer((json_int_t)ev->nsets));
 	if (ev->sol.kernels != NULL)
 		json_object_set(meta, "kernels", ev->sol.kernels);
 	if (ev->hack != NULL)
@@ -853,29 +988,41 @@ evaluate_result(struct evaluate *ev, json_t *timing)
 static void
 evaluate_free(struct evaluate *ev)
 {
-	struct evaluate_prog *progs[2] = { &ev->ref, &ev->sol };
-	size_t no = ev->sev != NULL ? ev->sev->noutputs : 0, ni = ev->sev != NULL ?
-	    ev->sev->ninputs : 0, o, k;
+	size_t k;
 
-	for (k = 0; k < 2; k++) {
-		evaluate_free_list(progs[k]->scratch, progs[k]->plan != NULL ?
-		    progs[k]->plan->nscratch : 0);
-		bind_release(progs[k]);
-	}
-	evaluate_free_list(ev->in, ni);
-	evaluate_free_list(ev->out, no);
-	evaluate_free_list(ev->expect, no);
+	evaluate_free_set(ev);
+	bind_release(&ev->ref);
+	bind_release(&ev->sol);
 	device_buf_free(&ev->slots);
-	for (o = 0; ev->ref_host != NULL && o < no; o++)
-		free(ev->ref_host[o]);
 	free(ev->ref_host);
 	free(ev->in_hash);
 	free(ev->message);
 	json_decref(ev->hack);
 	json_decref(ev->trials);
 	detect_end(ev);		/* [detect] */
-	spec_eval_free(ev->sev);
+	for (k = 0; ev->sevs != NULL && k < ev->nsets; k++)
+		spec_eval_free(ev->sevs[k]);
+	free(ev->sevs);
 	spec_free(ev->spec);
+}
+
+/* Every size set evaluated (spec_parse() has checked that they do). */
+static int
+evaluate_sets(struct evaluate *ev, char *err, size_t errlen)
+{
+	size_t k, n = ev->spec->problem.nsets;
+	int error;
+
+	if ((ev->sevs = calloc(n, sizeof *ev->sevs)) == NULL)
+		return -ENOMEM;
+	ev->nsets = n;
+	for (k = 0; k < n; k++)
+		if ((error = spec_evaluate(ev->spec, spec_size_set(ev->spec, k), NULL,
+		    &ev->sevs[k], err, errlen)) < 0)
+			return error;
+	ev->size_set = 0;
+	ev->sev = ev->sevs[0];
+	return 0;
 }
 
 /* Steps 1 and 2 of the top comment; timing after. */
@@ -890,7 +1037,7 @@ evaluate_run(struct evaluate *ev, json_t **ret_timing, char **ret_cause)
 
 	if ((error = spec_parse(ev->request, NULL, ev->simple ? SPEC_REFERENCE_OPTIONAL : 0,
 	    &ev->spec, err, sizeof err)) < 0 ||
-	    (error = spec_evaluate(ev->spec, NULL, NULL, &ev->sev, err, sizeof err)) < 0) {
+	    (error = evaluate_sets(ev, err, sizeof err)) < 0) {
 		if (error == -ENOMEM)
 			return nvrtc_fail(ret_cause, error, "out of memory");
 		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s", err);
@@ -926,13 +1073,14 @@ evaluate_run(struct evaluate *ev, json_t **ret_timing, char **ret_cause)
 		goto free_cases;
 	if (ev->code != NULL)
 		goto free_cases;
-	if (ev->has_ref)
-		bind_tensors(ev, &ev->ref);
-	bind_tensors(ev, &ev->sol);
 
 	if ((error = evaluate_correctness(ev, &tc, ret_cause)) < 0)
 		goto free_cases;
-	/* kernel_simple may time the candidate alone (no speedup). */
+	/* kernel_simple may time the candidate alone (no speedup); timing is
+	 * on the first size set. */
+	if (ev->code == NULL && ev->set.run_performance &&
+	    (error = evaluate_use_set(ev, 0, ret_cause)) < 0)
+		goto free_cases;
 	if (ev->code == NULL && ev->set.run_performance) {
 		if ((*ret_timing = json_object()) == NULL) {
 			error = nvrtc_fail(ret_cause, -ENOMEM, "out of memory");

@@ -395,12 +395,13 @@ struct evaluate_prog {
 	const char *what;		/* "reference", "solution" */
 	const char *path;		/* "problem.reference", "solution" (messages) */
 	const struct spec_program *prog;
-	const struct spec_plan *plan;
+	const struct spec_plan *plan;	/* the current size set's (evaluate_plan()) */
 	CUmodule mod;
 	CUfunction *fn;			/* per step */
+	size_t **param_sizes;		/* per step, per argument: the kernel's parameter */
 	union evaluate_val **vals;	/* per step, per argument */
 	void ***params;			/* per step: pointers into vals, for cuLaunchKernel */
-	struct device_buf *scratch;	/* plan->nscratch */
+	struct device_buf *scratch;	/* plan->nscratch, the current size set's */
 	int ev_start, ev_end;		/* DEVICE_EV_* */
 	json_t *kernels;		/* per step: name, registers, shared memory */
 };
@@ -435,10 +436,20 @@ struct evaluate {
 	struct evaluate_settings set;
 	const json_t *reference_timing;	/* cached, or NULL */
 	struct spec *spec;
+	/*
+	 * Size sets (spec.h): sevs[k] is set k evaluated; sev, the programs'
+	 * plans and the tensor buffers are those of the current set size_set
+	 * (evaluate_use_set()).  Correctness trial t uses set t % nsets,
+	 * test cases and timing the first.
+	 */
+	struct spec_eval **sevs;
+	size_t nsets;
+	size_t size_set;
+	bool set_ready;			/* the buffers exist and are bound for size_set */
 	struct spec_eval *sev;
 	struct evaluate_prog ref, sol;
 	bool has_ref;			/* the reference runs (not test cases) */
-	struct device_buf *in, *out, *expect;
+	struct device_buf *in, *out, *expect;	/* the current size set's tensors */
 	unsigned char **ref_host;	/* per output: the expected values */
 	struct device_buf slots;	/* helpers_cmp per output, then a hash per input */
 	uint64_t *in_hash;		/* per input: before the candidate's call */
@@ -468,15 +479,35 @@ struct evaluate {
  * verdict on ev naming the field.  bind_release() frees what bind_program()
  * made and accepts a zeroed program.
  */
+/* Load the cubin, find the kernels, and check every size set's plan. */
 int	bind_program(struct evaluate *ev, struct evaluate_prog *p, const unsigned char *cubin,
 	    char **ret_cause);
-/* Point the tensor arguments at the buffers (after they are allocated). */
+/*
+ * Point the arguments at the current size set: integer values from
+ * p->plan, tensor arguments at the buffers (after they are allocated).
+ */
 void	bind_tensors(struct evaluate *ev, struct evaluate_prog *p);
 void	bind_release(struct evaluate_prog *p);
 
 /* ==== end of bind.c ==== */
 
 /* ==== evaluate.c, continued: one call, one check, verdicts ==== */
+
+/* Program p's plan for size set k. */
+const struct spec_plan *evaluate_plan(const struct evaluate *ev, const struct evaluate_prog *p,
+	    size_t k);
+/*
+ * For messages about size set k: " (size set problem.sizes[1]: N=1048573)",
+ * or "" when the problem has a single set (its messages are unchanged).
+ */
+void	evaluate_set_note(const struct evaluate *ev, size_t k, char *buf, size_t len);
+/*
+ * Make size set k current: the previous set's tensors freed, k's allocated
+ * (each in its own guarded buffer, so the guard sits right after the
+ * tensor's real size) and bound.  0 (out of device memory is a verdict on
+ * ev), or -errno with *ret_cause.
+ */
+int	evaluate_use_set(struct evaluate *ev, size_t k, char **ret_cause);
 
 /* Record the verdict (the first one wins); printf-style message. */
 void	evaluate_verdict(struct evaluate *ev, bool failed, const char *code, const char *fmt, ...)

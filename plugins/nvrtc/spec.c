@@ -504,7 +504,8 @@ name_taken(const struct spec *spec, const struct spec_program *program,
 
 	for (i = 0; i < pb->nsizes; i++)
 		if (pb->size_names[i] != NULL && strcmp(pb->size_names[i], name) == 0) {
-			snprintf(buf, PATH_MAX_LEN, "problem.sizes.%s", name);
+			snprintf(buf, PATH_MAX_LEN, "problem.sizes%s.%s",
+			    pb->sizes_listed ? "[0]" : "", name);
 			return true;
 		}
 	for (i = 0; i < pb->ninputs; i++)
@@ -986,41 +987,96 @@ parse_program(struct ctx *c, const char *path, const json_t *j, struct spec_prog
 
 /* --- the problem --- */
 
+/*
+ * Size set k at `path`, an object of name: integer.  Set 0 fixes the names
+ * (in its order) and allocates room for all problem.nsets sets; a later set
+ * must name exactly the same sizes, in any order.
+ */
+static int
+parse_size_set(struct ctx *c, const char *path, const json_t *set, size_t k)
+{
+	struct spec_problem *pb = &c->spec->problem;
+	char child[PATH_MAX_LEN];
+	const char *key;
+	json_t *value;
+	size_t i, n;
+
+	if (!json_is_object(set))
+		return FAIL(c, path, "expected an object of name: integer, not %s",
+		    json_kind(set));
+	n = json_object_size(set);
+	if (k == 0) {
+		if (n > SPEC_MAX_SIZES)
+			return FAIL(c, path, "%zu sizes, more than %d", n, SPEC_MAX_SIZES);
+		if (n == 0)
+			return 0;
+		pb->size_names = calloc(n, sizeof(*pb->size_names));
+		pb->size_values = calloc(n * pb->nsets, sizeof(*pb->size_values));
+		if (pb->size_names == NULL || pb->size_values == NULL)
+			return -ENOMEM;
+		pb->nsizes = n;
+	}
+	i = 0;
+	json_object_foreach((json_t *)set, key, value) {
+		snprintf(child, sizeof(child), "%s.%.64s", path, key);
+		if (k == 0) {
+			if (!expr_name_valid(key))
+				return FAIL(c, child, "not a size name ([A-Za-z_][A-Za-z0-9_]*, at "
+				    "most %d bytes, not cdiv, min or max)", EXPR_MAX_NAME);
+			if (dup_string(key, &pb->size_names[i]) < 0)
+				return -ENOMEM;
+		} else {
+			for (i = 0; i < pb->nsizes; i++)
+				if (strcmp(pb->size_names[i], key) == 0)
+					break;
+			if (i == pb->nsizes)
+				return FAIL(c, child, "not a size of problem.sizes[0] (every size "
+				    "set names the same sizes)");
+		}
+		if (!json_is_integer(value))
+			return FAIL(c, child, "expected an integer, not %s", json_kind(value));
+		pb->size_values[k * pb->nsizes + i++] = json_integer_value(value);
+	}
+	/* Names are unique within an object: fewer of them means one is missing. */
+	for (i = 0; k > 0 && n < pb->nsizes && i < pb->nsizes; i++)
+		if (json_object_get(set, pb->size_names[i]) == NULL)
+			return FAIL(c, path, "lacks '%s' (every size set names the same sizes as "
+			    "problem.sizes[0])", pb->size_names[i]);
+	return 0;
+}
+
+/* "sizes": one set (an object) or an array of 1..SPEC_MAX_SIZE_SETS sets. */
 static int
 parse_sizes(struct ctx *c, const json_t *problem)
 {
 	struct spec_problem *pb = &c->spec->problem;
-	char child[PATH_MAX_LEN];
+	char path[PATH_MAX_LEN];
 	const json_t *sizes = json_object_get(problem, "sizes");
-	const char *key;
-	json_t *value;
-	size_t i = 0;
+	size_t k, j;
+	int r;
 
+	pb->nsets = 1;
 	if (sizes == NULL)
 		return 0;
-	if (!json_is_object(sizes))
-		return FAIL(c, "problem.sizes", "expected an object of name: integer, not %s",
-		    json_kind(sizes));
-	if (json_object_size(sizes) > SPEC_MAX_SIZES)
-		return FAIL(c, "problem.sizes", "%zu sizes, more than %d",
-		    json_object_size(sizes), SPEC_MAX_SIZES);
-	if (json_object_size(sizes) == 0)
-		return 0;
-	pb->size_names = calloc(json_object_size(sizes), sizeof(*pb->size_names));
-	pb->size_values = calloc(json_object_size(sizes), sizeof(*pb->size_values));
-	if (pb->size_names == NULL || pb->size_values == NULL)
-		return -ENOMEM;
-	pb->nsizes = json_object_size(sizes);
-	json_object_foreach((json_t *)sizes, key, value) {
-		snprintf(child, sizeof(child), "problem.sizes.%.64s", key);
-		if (!expr_name_valid(key))
-			return FAIL(c, child, "not a size name ([A-Za-z_][A-Za-z0-9_]*, at most %d "
-			    "bytes, not cdiv, min or max)", EXPR_MAX_NAME);
-		if (!json_is_integer(value))
-			return FAIL(c, child, "expected an integer, not %s", json_kind(value));
-		if (dup_string(key, &pb->size_names[i]) < 0)
-			return -ENOMEM;
-		pb->size_values[i++] = json_integer_value(value);
+	if (json_is_object(sizes))
+		return parse_size_set(c, "problem.sizes", sizes, 0);
+	if (!json_is_array(sizes))
+		return FAIL(c, "problem.sizes", "expected an object of name: integer, or an array "
+		    "of 1 to %d such size sets, not %s", SPEC_MAX_SIZE_SETS, json_kind(sizes));
+	if (json_array_size(sizes) < 1 || json_array_size(sizes) > SPEC_MAX_SIZE_SETS)
+		return FAIL(c, "problem.sizes", "expected 1 to %d size sets, not %zu",
+		    SPEC_MAX_SIZE_SETS, json_array_size(sizes));
+	pb->sizes_listed = true;
+	pb->nsets = json_array_size(sizes);
+	for (k = 0; k < pb->nsets; k++) {
+		snprintf(path, sizeof(path), "problem.sizes[%zu]", k);
+		if ((r = parse_size_set(c, path, json_array_get(sizes, k), k)) < 0)
+			return r;
+		/* A repeated set tests nothing more and takes a trial from the others. */
+		for (j = 0; j < k; j++)
+			if (pb->nsizes == 0 || memcmp(spec_size_set(c->spec, j),
+			    spec_size_set(c->spec, k), pb->nsizes * sizeof(int64_t)) == 0)
+				return FAIL(c, path, "the same sizes as problem.sizes[%zu]", j);
 	}
 	return 0;
 }
@@ -1084,11 +1140,42 @@ parse_problem(struct ctx *c, const json_t *j, unsigned int flags)
 	return parse_program(c, "problem.reference", ref, &pb->reference);
 }
 
+/*
+ * Evaluate each size set once: a spec that parses evaluates.  With several
+ * sets the message starts with the one at fault.
+ */
+static int
+check_size_sets(struct ctx *c)
+{
+	const struct spec_problem *pb = &c->spec->problem;
+	struct spec_eval *ev = NULL;
+	char msg[1024] = "", path[PATH_MAX_LEN];
+	size_t k;
+	int r;
+
+	if (pb->nsets <= 1) {
+		r = spec_evaluate(c->spec, NULL, &c->limits, &ev, c->err, c->errlen);
+		spec_eval_free(ev);
+		return r;
+	}
+	for (k = 0; k < pb->nsets; k++) {
+		r = spec_evaluate(c->spec, spec_size_set(c->spec, k), &c->limits, &ev, msg,
+		    sizeof(msg));
+		snprintf(path, sizeof(path), "problem.sizes[%zu]", k);
+		if (r == -EINVAL)
+			return FAIL(c, path, "%s", msg);
+		if (r < 0)
+			return r;
+		spec_eval_free(ev);
+		ev = NULL;
+	}
+	return 0;
+}
+
 int
 spec_parse(const json_t *payload, const struct spec_limits *limits, unsigned int flags,
     struct spec **ret_spec, char *err, size_t errlen)
 {
-	struct spec_eval *ev = NULL;
 	const json_t *problem, *solution;
 	struct ctx c;
 	int r;
@@ -1113,9 +1200,8 @@ spec_parse(const json_t *payload, const struct spec_limits *limits, unsigned int
 		return -ENOMEM;
 	if ((r = parse_problem(&c, problem, flags)) < 0 ||
 	    (r = parse_program(&c, "solution", solution, &c.spec->solution)) < 0 ||
-	    (r = spec_evaluate(c.spec, NULL, &c.limits, &ev, err, errlen)) < 0)
+	    (r = check_size_sets(&c)) < 0)
 		goto fail_free;
-	spec_eval_free(ev);
 	*ret_spec = c.spec;
 	return 0;
 
@@ -1360,4 +1446,55 @@ fail_free:
 		snprintf(err, errlen, "out of memory");
 	spec_eval_free(ev);
 	return r;
+}
+
+const int64_t *
+spec_size_set(const struct spec *spec, size_t k)
+{
+	const struct spec_problem *pb = &spec->problem;
+
+	if (pb->nsizes == 0 || pb->size_values == NULL || k >= pb->nsets)
+		return NULL;
+	return pb->size_values + k * pb->nsizes;
+}
+
+void
+spec_size_set_text(const struct spec *spec, size_t k, char *buf, size_t len)
+{
+	const struct spec_problem *pb = &spec->problem;
+	const int64_t *v = spec_size_set(spec, k);
+	size_t i, off = 0;
+	int n;
+
+	if (len == 0)
+		return;
+	buf[0] = '\0';
+	for (i = 0; v != NULL && i < pb->nsizes && off < len; i++) {
+		n = snprintf(buf + off, len - off, "%s%s=%lld", i > 0 ? ", " : "",
+		    pb->size_names[i], (long long)v[i]);
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+}
+
+int
+spec_device_bytes(const struct spec *spec, const struct spec_limits *limits,
+    uint64_t *ret_bytes, char *err, size_t errlen)
+{
+	struct spec_eval *ev;
+	uint64_t most = 0;
+	size_t k;
+	int r;
+
+	for (k = 0; k < spec->problem.nsets; k++) {
+		if ((r = spec_evaluate(spec, spec_size_set(spec, k), limits, &ev, err,
+		    errlen)) < 0)
+			return r;
+		if (ev->device_bytes > most)
+			most = ev->device_bytes;
+		spec_eval_free(ev);
+	}
+	*ret_bytes = most;
+	return 0;
 }

@@ -16,6 +16,15 @@
  * block, shared memory and argument values, and the device memory a task
  * needs (for admission).
  *
+ * Size sets: "sizes" is an object of name: integer, or an array of 1 to
+ * SPEC_MAX_SIZE_SETS such objects that all name the same sizes.  Every set
+ * is validated and evaluated on its own; the backend's correctness trials
+ * cycle through the sets (trial t uses set t % nsets), so a kernel that
+ * ignores its size arguments and hard-codes one shape fails, and timing
+ * uses the first set alone.  A task asks for the device memory of its
+ * most demanding set (spec_device_bytes): one set's tensors exist at a
+ * time.
+ *
  * No CUDA here: this is linked into the daemon's workflow plugins (parent
  * side, submit-time validation) as well as the nvrtc backend (worker).
  *
@@ -53,7 +62,8 @@
 /* Fixed limits of the format (not configurable: they bound parsing work). */
 #define SPEC_MAX_DIMS		8	/* dimensions of one tensor */
 #define SPEC_MAX_TENSORS	64	/* inputs, outputs, scratch: each list */
-#define SPEC_MAX_SIZES		64	/* entries of problem.sizes */
+#define SPEC_MAX_SIZES		64	/* sizes of one size set */
+#define SPEC_MAX_SIZE_SETS	8	/* size sets of a problem ("sizes": [...]) */
 #define SPEC_MAX_INITS		16	/* inits of one input */
 #define SPEC_MAX_STEPS		64	/* launch steps of one program */
 #define SPEC_MAX_ARGS		64	/* arguments of one launch step */
@@ -176,9 +186,15 @@ struct spec_program {
 
 struct spec_problem {
 	char *name;			/* "problem" when the payload has none */
-	char **size_names;		/* problem.sizes, in the payload's order */
+	char **size_names;		/* problem.sizes, in the (first set's) payload order */
+	/*
+	 * nsets * nsizes values: set k's at size_values + k * nsizes, in
+	 * size_names' order (spec_size_set()); set 0 first, as before.
+	 */
 	int64_t *size_values;
 	size_t nsizes;
+	size_t nsets;			/* 1 (an object, or no sizes) .. SPEC_MAX_SIZE_SETS */
+	bool sizes_listed;		/* "sizes" was an array: paths say problem.sizes[k] */
 	struct spec_tensor *inputs;
 	size_t ninputs;
 	struct spec_tensor *outputs;	/* 1..SPEC_MAX_TENSORS */
@@ -197,8 +213,12 @@ struct spec {
 /*
  * Parse and validate payload.problem and payload.solution (see the top of
  * this file).  `limits` may be NULL (defaults); `flags` is SPEC_* above.
- * Everything is also evaluated once with the problem's own sizes, so a spec
- * that parses has a valid spec_evaluate(spec, NULL, ...).
+ * Everything is also evaluated once with each of the problem's size sets,
+ * so a spec that parses has a valid spec_evaluate(spec,
+ * spec_size_set(spec, k), ...) for every k < problem.nsets.  A set that
+ * fails says which: "problem.sizes[1].N: expected an integer, not a
+ * string", "problem.sizes[1]: problem.inputs[0].shape[0]: 'N-8' is 0, must
+ * be >= 1" (the prefix only when there are several sets).
  * 0, -EINVAL with the field path and reason in err, or -ENOMEM.
  */
 int	spec_parse(const json_t *payload, const struct spec_limits *limits, unsigned int flags,
@@ -257,7 +277,8 @@ struct spec_eval {
 
 /*
  * Evaluate every expression of `spec` with `size_values` (problem.nsizes
- * values in the order of problem.size_names; NULL: the problem's own).
+ * values in the order of problem.size_names, e.g. spec_size_set(); NULL:
+ * the problem's first size set).
  * Checks shapes >= 1, tensors within limits->max_tensor_bytes (NULL:
  * default), grid and block 1..SPEC_MAX_GRID, shared_bytes 0..UINT32_MAX,
  * typed and INT args evaluate.  0, -EINVAL with the field path, -ENOMEM.
@@ -268,6 +289,23 @@ int	spec_evaluate(const struct spec *spec, const int64_t *size_values,
 
 /* Free an evaluation; NULL is a no-op. */
 void	spec_eval_free(struct spec_eval *ev);
+
+/*
+ * Size set k's values (k < problem.nsets), in problem.size_names' order,
+ * for spec_evaluate(); NULL when the problem has no sizes.  Borrowed.
+ */
+const int64_t *spec_size_set(const struct spec *spec, size_t k);
+
+/* Size set k as "N=1048573, M=3" (truncated to fit; "" without sizes). */
+void	spec_size_set_text(const struct spec *spec, size_t k, char *buf, size_t len);
+
+/*
+ * The device memory a task needs (for admission): the largest
+ * spec_eval.device_bytes of its size sets, since one set's tensors exist
+ * at a time.  0, -EINVAL with the path (as spec_parse()), -ENOMEM.
+ */
+int	spec_device_bytes(const struct spec *spec, const struct spec_limits *limits,
+	    uint64_t *ret_bytes, char *err, size_t errlen);
 
 /* The tensor an argument (or launch argument) refers to, within `program`. */
 const struct spec_tensor *spec_tensor_of(const struct spec *spec,

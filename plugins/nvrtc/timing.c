@@ -1,6 +1,10 @@
 /*
  * timing.c -- how fast is a correct candidate, measured so it cannot lie.
  *
+ * Every call here is at the problem's first size set, which evaluate.c
+ * makes current before timing: a problem with several sets is checked at
+ * all of them but timed (and its speedup reported) at the first only.
+ *
  * DESIGN §8, in the order things happen:
  *   - the job takes its GPU's lock exclusive (no other worker's kernels
  *     beside ours) and enters the "timing" phase, whose deadline is the

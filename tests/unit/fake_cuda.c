@@ -9,8 +9,9 @@
  * PROT_NONE page.  Kernels are C functions looked up by name: the trusted
  * helpers (ports of helpers.c's CUDA, same arithmetic) and a few
  * candidates that are right, wrong, partial, mutating, crashing or
- * cheating.  Time is simulated: each candidate launch advances a clock by
- * its cost with 0.2% noise, so timing statistics converge predictably.
+ * cheating (one hard-codes the problem size).  Time is simulated: each
+ * candidate launch advances a clock by its cost with 0.2% noise, so timing
+ * statistics converge predictably.
  * Everything runs synchronously on the calling thread.
  */
 #include "config.h"
@@ -320,6 +321,7 @@ vadd(void **a, const unsigned int *g, const unsigned int *b)
 {
 	VADD_ARGS;
 
+	fake_stats.vadd_last_n = n;
 	for (i = 0; i < n; i++)
 		o[i] = x[i] + y[i];
 }
@@ -372,6 +374,23 @@ vadd_overrun(void **a, const unsigned int *g, const unsigned int *b)
 	for (i = 0; i < n; i++)
 		o[i] = x[i] + y[i];
 	o[n] = 1.0f;
+}
+
+/*
+ * Ignores its size argument and hard-codes N = FAKE_FIXED_N: right at that
+ * size; at a larger one the rest is never written, at a smaller one it
+ * runs into the guard pages.
+ */
+#define FAKE_FIXED_N	1000
+
+static void
+vadd_fixed(void **a, const unsigned int *g, const unsigned int *b)
+{
+	VADD_ARGS;
+
+	(void)n;
+	for (i = 0; i < FAKE_FIXED_N; i++)
+		o[i] = x[i] + y[i];
 }
 
 static void
@@ -489,6 +508,7 @@ static const struct fake_kernel fake_kernels[] = {
 	{ "vadd_crash", P4, 0.050, 1024, 0, vadd_crash },
 	{ "vadd_overrun", P4, 0.050, 1024, 0, vadd_overrun },
 	{ "vadd_lazy", P4, 0.050, 1024, 0, vadd_lazy },
+	{ "vadd_fixed", P4, 0.050, 1024, 0, vadd_fixed },
 	{ "vadd_regs", P4, 0.050, 256, 0, vadd },	/* registers allow 256 threads */
 	{ "vadd_static", P4, 0.050, 1024, 40000, vadd },
 	{ "scale64", 4, { 8, 8, 4, 8 }, 0.020, 1024, 0, scale64 },

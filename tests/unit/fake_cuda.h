@@ -12,6 +12,7 @@ struct fake_stats {
 	long modules;			/* loaded, not unloaded */
 	long live_allocs, live_handles;	/* reservations/cuMemAlloc, physical handles */
 	long leaks;			/* reference outputs found when a candidate started */
+	long vadd_last_n;		/* the size argument of the latest "vadd" call */
 };
 
 extern struct fake_stats fake_stats;

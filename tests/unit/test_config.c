@@ -1153,11 +1153,13 @@ test_shipped_conf_uncommented(void **state)
 	def = config_defaults();
 	assert_non_null(def);
 	/* The example plugin sections are there now. */
-	assert_int_equal(c->nplugins, 2);
+	assert_int_equal(c->nplugins, 3);
 	assert_string_equal(c->plugins[0].name, "nvrtc");
 	assert_string_equal(config_plugin_get(c, "nvrtc", "guard"), "yes");
 	assert_string_equal(c->plugins[1].name, "kernelbench");
 	assert_string_equal(config_plugin_get(c, "kernelbench", "arch"), "sm_90");
+	assert_string_equal(c->plugins[2].name, "python");
+	assert_string_equal(config_plugin_get(c, "python", "interpreter"), "/usr/bin/python3");
 	assert_config_equal(c, def, false, false);
 	config_free(c);
 	config_free(def);

@@ -530,6 +530,38 @@ test_degenerate_independent(void **state)
 	json_decref(res);
 }
 
+/* Several size sets: the problem checks compare like with like. */
+static void
+test_size_sets_problem_checks(void **state)
+{
+	json_t *req, *res, *det;
+
+	/* An honest problem stays unflagged across shapes. */
+	req = request("vadd_ref", "vadd", 1000);
+	set_json(json_object_get(req, "problem"), "sizes", "[{\"N\": 1000}, {\"N\": 1500}]");
+	no_timing(req);
+	res = run(req);
+	expect_correct(res);
+	assert_int_equal(json_array_size(json_object_get(meta(res), "problem_flags")), 0);
+	det = json_object_get(meta(res), "detectors");
+	assert_string_equal(str(det, "degenerate_outputs"), "ran on 5 reference trial(s)");
+	assert_string_equal(str(det, "reference_repeat"), "passed (bit for bit)");
+	json_decref(res);
+
+	/* Outputs independent of the inputs: seen among the first set's trials. */
+	req = request("iota4", "iota4", 2000);
+	set_json(json_object_get(req, "problem"), "sizes", "[{\"N\": 2000}, {\"N\": 3000}]");
+	no_timing(req);
+	res = run(req);
+	expect_correct(res);
+	if (!has_flag(res, "degenerate_outputs"))
+		dump_fail(res, "expected degenerate_outputs");
+	assert_non_null(strstr(str(json_object_get(meta(res), "problem_flag_detail"),
+	    "degenerate_outputs"), "is the same, bit for bit, for the inputs of all 3 reference "
+	    "trials of the first size set"));
+	json_decref(res);
+}
+
 static void
 test_roofline_flags(void **state)
 {
@@ -644,6 +676,7 @@ main(void)
 		cmocka_unit_test_setup(test_degenerate_constant, clear_config),
 		cmocka_unit_test_setup(test_degenerate_identity, clear_config),
 		cmocka_unit_test_setup(test_degenerate_independent, clear_config),
+		cmocka_unit_test_setup(test_size_sets_problem_checks, clear_config),
 		cmocka_unit_test_setup(test_roofline_flags, clear_config),
 		cmocka_unit_test_setup(test_roofline_passes, clear_config),
 		cmocka_unit_test_setup(test_checks_off, clear_config),

@@ -5,7 +5,8 @@
  * whole "evaluate" job (evaluate.c, bind.c, timing.c, device.c) against a
  * fake CUDA driver made of host memory (fake_cuda.c), whose "kernels" are
  * C functions: right, wrong at one element, half-written, input-mutating,
- * crashing, and right only for their first calls.
+ * crashing, right only for their first calls, and right only at the size
+ * they hard-code (caught by problems with several size sets).
  *
  * What the fake cannot show -- the real kernels' arithmetic, guard pages
  * catching a real overrun, event timing on a GPU -- is left to tests/gpu.
@@ -422,6 +423,125 @@ test_eval_cheats_when_timed(void **state)
 	json_decref(res);
 }
 
+/* The same vector addition over several size sets ("sizes": [...]). */
+static json_t *
+request_sets(const char *kernel, const char *sets)
+{
+	json_t *req = request(kernel, 1);
+
+	set_json(json_object_get(req, "problem"), "sizes", sets);
+	return req;
+}
+
+static void
+test_eval_size_sets(void **state)
+{
+	json_t *res, *trials, *t, *meta;
+	size_t i;
+
+	/* Trials cycle through the sets; each trial says which it used. */
+	res = run(request_sets("vadd", "[{\"N\": 1000}, {\"N\": 1500}, {\"N\": 700}]"));
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	trials = json_object_get(res, "correctness_trials");
+	assert_int_equal(json_array_size(trials), 5);
+	for (i = 0; i < 5; i++) {
+		static const int n[] = { 1000, 1500, 700 };
+
+		t = json_array_get(trials, i);
+		assert_int_equal(json_integer_value(json_object_get(t, "size_set")), i % 3);
+		assert_int_equal(json_integer_value(json_object_get(json_object_get(t, "sizes"),
+		    "N")), n[i % 3]);
+	}
+	meta = json_object_get(res, "metadata");
+	assert_int_equal(json_integer_value(json_object_get(meta, "size_sets")), 3);
+	assert_string_equal(str(meta, "correctness_trials"), "(5 / 5)");
+	/* The last trial was on N = 1500; timing (and what follows) on the first set. */
+	assert_int_equal(fake_stats.vadd_last_n, 1000);
+	assert_true(fabs(json_real_value(json_object_get(res, "speedup")) - 2.0) < 0.02);
+	json_decref(res);
+
+	/* More sets than trials: the trials are raised so each set has one. */
+	res = run(request_sets("vadd", "[{\"N\": 11}, {\"N\": 12}, {\"N\": 13}, "
+	    "{\"N\": 14}, {\"N\": 15}, {\"N\": 16}, {\"N\": 17}]"));
+	assert_true(json_is_true(json_object_get(res, "correctness")));
+	trials = json_object_get(res, "correctness_trials");
+	assert_int_equal(json_array_size(trials), 7);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(json_array_get(trials,
+	    6), "sizes"), "N")), 17);
+	json_decref(res);
+
+	/* A single size: the trials as before, on set 0. */
+	res = run(request("vadd", 1000));
+	t = json_array_get(json_object_get(res, "correctness_trials"), 3);
+	assert_int_equal(json_integer_value(json_object_get(t, "size_set")), 0);
+	assert_null(json_object_get(json_object_get(res, "metadata"), "size_sets"));
+	json_decref(res);
+}
+
+static void
+test_eval_hardcoded_size(void **state)
+{
+	json_t *res;
+
+	/* One size: a kernel that ignores n and hard-codes 1000 passes. */
+	res = run(request("vadd_fixed", 1000));
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	json_decref(res);
+
+	/* A second, larger set: the rest of its output is never written. */
+	res = run(request_sets("vadd_fixed", "[{\"N\": 1000}, {\"N\": 1500}]"));
+	expect_verdict(res, "completed", "CORRECTNESS_ERROR", "output 'out' is wrong at index "
+	    "1000");
+	assert_non_null(strstr(str(res, "error_message"), "never written"));
+	assert_non_null(strstr(str(res, "error_message"), "500 of 1500 elements differ"));
+	assert_non_null(strstr(str(res, "error_message"), "(correctness trial 2 of 5, size set "
+	    "problem.sizes[1]: N=1500)"));
+	assert_int_equal(json_array_size(json_object_get(res, "correctness_trials")), 2);
+	assert_null(json_object_get(res, "timing"));
+	json_decref(res);
+
+	/* A smaller one: it runs past the end of that set's tensors. */
+	res = run(request_sets("vadd_fixed", "[{\"N\": 1000}, {\"N\": 600}]"));
+	expect_verdict(res, "completed", "RUNTIME_ERROR", "CUDA_ERROR_ILLEGAL_ADDRESS");
+	assert_non_null(strstr(str(res, "error_message"), "correctness trial 2 of 5, size set "
+	    "problem.sizes[1]: N=600"));
+	json_decref(res);
+	fake_reset();
+}
+
+static void
+test_eval_size_set_guards(void **state)
+{
+	json_t *res;
+
+	/*
+	 * One element past the end: within the 256-byte alignment at N = 1000,
+	 * into the guard at N = 512 -- only if set 1's tensors are allocated
+	 * for their own size, not the largest set's.
+	 */
+	res = run(request_sets("vadd_overrun", "[{\"N\": 1000}, {\"N\": 512}]"));
+	expect_verdict(res, "completed", "RUNTIME_ERROR", "CUDA_ERROR_ILLEGAL_ADDRESS");
+	assert_non_null(strstr(str(res, "error_message"), "size set problem.sizes[1]: N=512"));
+	json_decref(res);
+	fake_reset();
+
+	/* A launch that only one set's plan breaks is refused before anything runs. */
+	{
+		json_t *req = request_sets("vadd", "[{\"N\": 1000}, {\"N\": 4000}]");
+		long launches = fake_stats.candidate_launches;
+
+		set_json(sol_step(req), "block", "[\"N / 2\", 1, 1]");
+		res = run(req);
+		expect_verdict(res, "failed", "VALIDATION_ERROR", "solution.launch[0].block[0]: "
+		    "2000 threads in x; the device allows at most 1024 (size set "
+		    "problem.sizes[1]: N=4000)");
+		assert_int_equal(fake_stats.candidate_launches, launches);
+		json_decref(res);
+	}
+}
+
 static void
 test_eval_missing_kernel(void **state)
 {
@@ -674,6 +794,23 @@ test_eval_simple_timing(void **state)
 }
 
 static void
+test_eval_simple_size_sets(void **state)
+{
+	json_t *req, *res, *t;
+
+	/* Test cases are checked against the first size set's shapes, and run on it. */
+	req = simple_request("[{\"inputs\": {\"x\": [-1, 0, 5]}, \"outputs\": {\"out\": [0, 0, 1]}}]");
+	set_json(json_object_get(req, "problem"), "sizes", "[{\"N\": 3}, {\"N\": 5}]");
+	res = run(req);
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	assert_int_equal(json_array_size(json_object_get(res, "correctness_trials")), 1);
+	t = json_array_get(json_object_get(res, "correctness_trials"), 0);
+	assert_int_equal(json_integer_value(json_object_get(t, "size_set")), 0);
+	json_decref(res);
+}
+
+static void
 test_eval_simple_needs_reference(void **state)
 {
 	json_t *req = simple_request("[]"), *res;
@@ -707,6 +844,9 @@ main(void)
 		cmocka_unit_test(test_eval_crash),
 		cmocka_unit_test(test_eval_overrun),
 		cmocka_unit_test(test_eval_cheats_when_timed),
+		cmocka_unit_test(test_eval_size_sets),
+		cmocka_unit_test(test_eval_hardcoded_size),
+		cmocka_unit_test(test_eval_size_set_guards),
 		cmocka_unit_test(test_eval_missing_kernel),
 		cmocka_unit_test(test_eval_arg_count),
 		cmocka_unit_test(test_eval_arg_size),
@@ -717,6 +857,7 @@ main(void)
 		cmocka_unit_test(test_eval_bad_requests),
 		cmocka_unit_test(test_eval_test_cases),
 		cmocka_unit_test(test_eval_simple_timing),
+		cmocka_unit_test(test_eval_simple_size_sets),
 		cmocka_unit_test(test_eval_simple_needs_reference),
 	};
 	int failed;

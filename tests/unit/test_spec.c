@@ -1,7 +1,8 @@
 /*
  * test_spec.c -- unit tests of the native payload's parser and evaluator
  * (plugins/nvrtc/spec.c): DESIGN §5's example parses into the right
- * structures and numbers; every validation error names its field path.
+ * structures and numbers; every validation error names its field path;
+ * several size sets ("sizes": [...]) are each validated and evaluated.
  *
  * Bad payloads are made from the good one by replacing one field (set()
  * takes a path in the same notation as the messages), so each case shows
@@ -386,12 +387,118 @@ test_sizes(void **state)
 	    "at most 64 bytes, not cdiv, min or max)");
 	bad("problem.sizes.min", "1", "problem.sizes.min: not a size name "
 	    "([A-Za-z_][A-Za-z0-9_]*, at most 64 bytes, not cdiv, min or max)");
-	bad("problem.sizes", "[1]", "problem.sizes: expected an object of name: integer, "
-	    "not an array");
+	bad("problem.sizes", "7", "problem.sizes: expected an object of name: integer, or an "
+	    "array of 1 to 8 such size sets, not an integer");
+	bad("problem.sizes", "[1]", "problem.sizes[0]: expected an object of name: integer, "
+	    "not an integer");
 	/* Unused sizes are fine; so are negative ones that no shape uses. */
 	s = good("problem.sizes.M", "-3");
 	assert_int_equal(s->problem.nsizes, 2);
 	spec_free(s);
+}
+
+/* "sizes": [{...}, ...]: several size sets, each validated and evaluated. */
+static void
+test_size_sets(void **state)
+{
+	struct spec_eval *ev = NULL;
+	struct spec_limits lim = { .max_tensor_bytes = 1 << 20 };
+	uint64_t bytes = 0;
+	char err[256], text[64];
+	struct spec *s;
+	json_t *j;
+
+	(void)state;
+	s = good("problem.sizes", "[{\"N\": 16777216}, {\"N\": 1000}]");
+	assert_int_equal(s->problem.nsets, 2);
+	assert_true(s->problem.sizes_listed);
+	assert_int_equal(s->problem.nsizes, 1);
+	assert_int_equal(spec_size_set(s, 0)[0], 16777216);
+	assert_int_equal(spec_size_set(s, 1)[0], 1000);
+	assert_null(spec_size_set(s, 2));
+	spec_size_set_text(s, 1, text, sizeof(text));
+	assert_string_equal(text, "N=1000");
+	/* NULL is the first set; each set evaluates to its own numbers. */
+	assert_int_equal(spec_evaluate(s, NULL, NULL, &ev, err, sizeof(err)), 0);
+	assert_int_equal(ev->solution.steps[0].grid[0], 65536);
+	spec_eval_free(ev);
+	assert_int_equal(spec_evaluate(s, spec_size_set(s, 1), NULL, &ev, err, sizeof(err)), 0);
+	assert_int_equal(ev->solution.steps[0].grid[0], 4);
+	assert_int_equal(ev->inputs[0].bytes, 4000);
+	spec_eval_free(ev);
+	/* Admission: the largest set, wherever it is in the list. */
+	assert_int_equal(spec_device_bytes(s, NULL, &bytes, err, sizeof(err)), 0);
+	assert_int_equal(bytes, UINT64_C(5) * (64 << 20));
+	spec_free(s);
+	s = good("problem.sizes", "[{\"N\": 1000}, {\"N\": 16777216}]");
+	assert_int_equal(spec_evaluate(s, NULL, NULL, &ev, err, sizeof(err)), 0);
+	assert_int_equal(ev->device_bytes, 5 * SPEC_ALLOC_GRANULARITY);
+	spec_eval_free(ev);
+	assert_int_equal(spec_device_bytes(s, NULL, &bytes, err, sizeof(err)), 0);
+	assert_int_equal(bytes, UINT64_C(5) * (64 << 20));
+	/* A limit the second set breaks is an error of that set. */
+	assert_int_equal(spec_device_bytes(s, &lim, &bytes, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "problem.inputs[0]: 'x' (16777216 elements of float32) is "
+	    "larger than the limit of 1048576 bytes");
+	spec_free(s);
+	/* A single-size problem: one set, as before. */
+	s = good(NULL, NULL);
+	assert_int_equal(s->problem.nsets, 1);
+	assert_false(s->problem.sizes_listed);
+	assert_int_equal(spec_device_bytes(s, NULL, &bytes, err, sizeof(err)), 0);
+	assert_int_equal(bytes, UINT64_C(5) * (64 << 20));
+	spec_free(s);
+	/* The same names in any order; the first set's order is the problem's. */
+	s = good("problem.sizes", "[{\"N\": 16, \"M\": 2}, {\"M\": 3, \"N\": 40}, "
+	    "{\"N\": 8, \"M\": -1}]");
+	assert_int_equal(s->problem.nsets, 3);
+	assert_string_equal(s->problem.size_names[0], "N");
+	assert_int_equal(spec_size_set(s, 1)[0], 40);
+	assert_int_equal(spec_size_set(s, 1)[1], 3);
+	spec_size_set_text(s, 2, text, sizeof(text));
+	assert_string_equal(text, "N=8, M=-1");
+	spec_size_set_text(s, 2, text, 5);
+	assert_string_equal(text, "N=8,");
+	spec_free(s);
+	/* Eight sets at most; one is fine (no prefix on its messages). */
+	spec_free(good("problem.sizes", "[{\"N\": 1}, {\"N\": 2}, {\"N\": 3}, {\"N\": 4}, "
+	    "{\"N\": 5}, {\"N\": 6}, {\"N\": 7}, {\"N\": 8}]"));
+	spec_free(good("problem.sizes", "[{\"N\": 1}]"));
+
+	bad("problem.sizes", "[]", "problem.sizes: expected 1 to 8 size sets, not 0");
+	bad("problem.sizes", "[{\"N\": 1}, {\"N\": 2}, {\"N\": 3}, {\"N\": 4}, {\"N\": 5}, "
+	    "{\"N\": 6}, {\"N\": 7}, {\"N\": 8}, {\"N\": 9}]",
+	    "problem.sizes: expected 1 to 8 size sets, not 9");
+	bad("problem.sizes", "[{\"N\": 16}, 3]",
+	    "problem.sizes[1]: expected an object of name: integer, not an integer");
+	bad("problem.sizes", "[{\"N\": 16}, {\"M\": 16}]", "problem.sizes[1].M: not a size of "
+	    "problem.sizes[0] (every size set names the same sizes)");
+	bad("problem.sizes", "[{\"N\": 16}, {\"N\": 8, \"M\": 16}]", "problem.sizes[1].M: not "
+	    "a size of problem.sizes[0] (every size set names the same sizes)");
+	bad("problem.sizes", "[{\"N\": 16, \"M\": 1}, {\"N\": 8}]", "problem.sizes[1]: lacks "
+	    "'M' (every size set names the same sizes as problem.sizes[0])");
+	bad("problem.sizes", "[{\"N\": 16}, {\"N\": \"8\"}]",
+	    "problem.sizes[1].N: expected an integer, not a string");
+	bad("problem.sizes", "[{\"9N\": 16}]", "problem.sizes[0].9N: not a size name "
+	    "([A-Za-z_][A-Za-z0-9_]*, at most 64 bytes, not cdiv, min or max)");
+	bad("problem.sizes", "[{\"N\": 16}, {\"N\": 8}, {\"N\": 16}]",
+	    "problem.sizes[2]: the same sizes as problem.sizes[0]");
+	bad("problem.sizes", "[{}, {}]", "problem.sizes[1]: the same sizes as problem.sizes[0]");
+	/* Every set is evaluated with all of its checks, and named when it fails. */
+	bad("problem.sizes", "[{\"N\": 16}, {\"N\": 0}]",
+	    "problem.sizes[1]: problem.inputs[0].shape[0]: 'N' is 0, must be >= 1");
+	bad("problem.sizes", "[{\"N\": 0}, {\"N\": 16}]",
+	    "problem.sizes[0]: problem.inputs[0].shape[0]: 'N' is 0, must be >= 1");
+	bad("problem.sizes", "[{\"N\": 0}]", "problem.inputs[0].shape[0]: 'N' is 0, must be >= 1");
+	j = base();
+	set(j, "problem.sizes", "[{\"N\": 1024}, {\"N\": 1048576}]");
+	expect_error_limits(j, &lim, 0, "problem.sizes[1]: problem.inputs[0]: 'x' (1048576 "
+	    "elements of float32) is larger than the limit of 1048576 bytes");
+	/* Names clash with the listed form's path. */
+	j = base();
+	set(j, "problem.sizes", "[{\"N\": 16}, {\"N\": 8}]");
+	set(j, "problem.outputs[0].name", "\"N\"");
+	expect_error(j, "problem.outputs[0].name: 'N' is already the name of problem.sizes[0].N");
 }
 
 static void
@@ -859,6 +966,7 @@ main(void)
 		cmocka_unit_test(test_reference_optional),
 		cmocka_unit_test(test_problem_fields),
 		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_size_sets),
 		cmocka_unit_test(test_tensors),
 		cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_inits),

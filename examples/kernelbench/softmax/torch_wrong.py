@@ -1,0 +1,13 @@
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    """Normalises over the wrong dimension."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        e = torch.exp(x - x.amax(dim=0, keepdim=True))
+        return e / e.sum(dim=0, keepdim=True)

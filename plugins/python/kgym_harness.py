@@ -1,0 +1,1393 @@
+"""kgym_harness.py -- the KernelBench-format harness of kgymd's python backend.
+
+Installed as $(libexecdir)/kgym/kgym_harness.py and run by the python backend
+plugin (plugins/python/python.c) inside a kgymd-worker, *before* the worker
+enters its sandbox.  Standard library and torch only.
+
+Processes (DESIGN §2, §7, §8):
+
+    kgymd-worker (sandboxed, C) --socketpair--> zygote (this file, --zygote)
+                                                  |  fork per job
+                                              supervisor (reads the job, drives it)
+                                   +--------------+---------------+
+                                   |                              |
+                       reference child (trusted)        candidate child
+                       builds Model, computes the       applies the sandbox FIRST,
+                       expected outputs and keeps       builds ModelNew, runs it on
+                       them; compares what the          the same inputs, writes its
+                       candidate wrote; times the       outputs into a sealed memfd
+                       reference                        and times itself
+
+The zygote imports torch (and triton where a GPU is visible) once and never
+initialises CUDA, so a job costs a fork instead of a Python + torch start.
+It does no tensor work itself either: OpenMP's thread pool does not survive
+fork(), so the zygote must never have started it.  Nor does it read a job:
+a per-job supervisor, forked first, reads the job from the socket, so no
+task's code or data ever enters the zygote's memory, and no later task's
+processes (forked from it) can find an earlier task there.
+
+The expected outputs live only in the reference child.  The candidate child
+hands its outputs over through shared memory (a memfd the zygote creates and
+seals at a fixed size before forking, so neither child can shrink it under
+the other) and describes them with a small index that travels through the
+zygote; the reference validates every field of that index before it touches
+the memory.  Both children draw the inputs of each trial from the same seed,
+so the inputs never travel.  Both children enter the sandbox (rlimits,
+Landlock, seccomp, through libkgym_sandbox.so, built from kgymd/worker/
+sandbox.c) before running any code of the task; where the sandbox cannot be
+entered the job fails (fail closed).
+
+Before anything runs, the zygote checks the candidate's source with Python's
+ast (forbidden imports, timer access, tensor subclasses, patching of imported
+modules); a violation is a VALIDATION_ERROR naming the line.
+
+Trust: timings measured inside the candidate process are only as good as the
+harness code that runs in that process, which the candidate could in
+principle patch.  On a GPU the CUPTI layer (issue 5) is the cross-check; in
+CPU mode the timings are informative only.
+
+Modes:
+    --zygote --fd N     serve jobs over fd N (length-prefixed JSON frames)
+    --once              read one job frame's JSON from stdin, print the result
+                        (a fresh process per task: the benchmark's baseline)
+    --check FILE        static checks of FILE as kernel_code, JSON to stdout
+
+Framing everywhere: a 4-byte big-endian length, then that many bytes of
+UTF-8 JSON.
+"""
+
+import argparse
+import ast
+import ctypes
+import errno
+import faulthandler
+import fcntl
+import hashlib
+import io
+import json
+import linecache
+import math
+import mmap
+import os
+import platform
+import select
+import shutil
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+import types
+import warnings
+
+# kgym_static.py lies beside this file; -I keeps the script's directory off
+# sys.path, so name it (it is the installed libexec directory, root's).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kgym_static import static_check  # noqa: E402
+
+PROTOCOL = 1
+MAX_FRAME = 64 << 20
+MAX_MESSAGE_CHARS = 16000      # error messages a model reads: keep them readable
+MIN_CORRECT_TRIALS = 5         # DESIGN §8
+MIN_TIMING_TRIALS = 10
+ALIGN = 64
+
+# Per-dtype default tolerances (DESIGN §8): (atol, rtol).
+TOLERANCES = {
+    "float64": (1e-8, 1e-8), "complex128": (1e-8, 1e-8),
+    "float32": (1e-4, 1e-4), "complex64": (1e-4, 1e-4),
+    "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2),
+}
+
+torch = None                   # imported by the zygote (preload)
+triton = None
+
+# ------------------------------------------------------------------ framing
+
+
+def send_msg(sock, obj):
+    data = json.dumps(obj, allow_nan=False, default=str).encode()
+    sock.sendall(struct.pack(">I", len(data)) + data)
+
+
+def _recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_msg(sock, limit=MAX_FRAME):
+    """The next frame as a dict; None at EOF.  A malformed frame raises."""
+    head = _recv_exact(sock, 4)
+    if head is None:
+        return None
+    (n,) = struct.unpack(">I", head)
+    if n > limit:
+        raise ValueError("frame of %d bytes exceeds the limit of %d" % (n, limit))
+    body = _recv_exact(sock, n)
+    if body is None:
+        return None
+    obj = json.loads(body.decode())
+    if not isinstance(obj, dict):
+        raise ValueError("frame is not a JSON object")
+    return obj
+
+
+def clip(text, limit=MAX_MESSAGE_CHARS):
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return text[: limit // 2] + "\n[... %d characters cut ...]\n" % (len(text) - limit) + text[-limit // 2:]
+
+
+def finite(x):
+    """JSON has no NaN or Inf: those become null."""
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+# ------------------------------------------------------------------ seeds
+
+
+def derive_seed(base, tag, index=0):
+    """A 63-bit seed from the job's secret base seed: both children derive
+    the same inputs from it, and nothing else can guess it."""
+    h = hashlib.sha256(("%s:%s:%d" % (base, tag, index)).encode()).digest()
+    return int.from_bytes(h[:8], "little") & ((1 << 63) - 1)
+
+# ------------------------------------------------------------------ sandbox
+
+
+class SandboxError(Exception):
+    pass
+
+
+def enter_sandbox(lib_path, work_dir, gpu, limits, ro_paths):
+    """rlimits, Landlock and seccomp for this process, through
+    libkgym_sandbox.so (kgymd/worker/sandbox.c).  Returns the Landlock ABI
+    in force (0: none); raises SandboxError when it cannot (fail closed)."""
+    if not lib_path or not os.path.exists(lib_path):
+        raise SandboxError("the sandbox library %s does not exist" % lib_path)
+    try:
+        lib = ctypes.CDLL(lib_path)
+        fn = lib.kgym_sandbox_enter_python
+    except (OSError, AttributeError) as e:
+        raise SandboxError("cannot load the sandbox library %s: %s" % (lib_path, e))
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int64,
+                   ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint,
+                   ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_size_t]
+    paths = [p.encode() for p in ro_paths] + [None]
+    arr = (ctypes.c_char_p * len(paths))(*paths)
+    abi = ctypes.c_int(-1)
+    err = ctypes.create_string_buffer(1024)
+    rc = fn(work_dir.encode(), 1 if gpu else 0, arr, int(limits.get("memory_bytes", 16 << 30)),
+            int(limits.get("max_files", 256)), int(limits.get("max_processes", 1024)),
+            int(limits.get("max_file_bytes", 64 << 20)), int(limits.get("cpu_seconds", 0)), 0,
+            ctypes.byref(abi), err, len(err))
+    if rc != 0:
+        raise SandboxError(err.value.decode(errors="replace") or "sandbox: error %d" % rc)
+    return abi.value
+
+
+def interpreter_paths(exclude):
+    """Directories this interpreter reads modules from, for Landlock's
+    read-only list (an interpreter outside /usr, e.g. a virtualenv)."""
+    out = []
+    for p in [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))] + \
+            list(sys.path):
+        if not p or not os.path.isabs(p):
+            continue
+        p = os.path.realpath(p)
+        if not os.path.exists(p) or p == "/" or p.startswith(exclude) or p in out:
+            continue
+        out.append(p)
+    return out
+
+# ------------------------------------------------------------------ tensors
+
+
+def dtype_name(dt):
+    return str(dt).replace("torch.", "")
+
+
+def dtype_of(name):
+    dt = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(dt, torch.dtype):
+        return None
+    return dt
+
+
+def flatten_outputs(out, what="output"):
+    """The model's return value as a list of CPU tensors."""
+    flat = []
+
+    def walk(x, path):
+        if isinstance(x, torch.Tensor):
+            flat.append(x)
+        elif isinstance(x, (tuple, list)):
+            for i, y in enumerate(x):
+                walk(y, "%s[%d]" % (path, i))
+        elif isinstance(x, bool) or isinstance(x, (int, float)):
+            flat.append(torch.tensor(x))
+        else:
+            raise TypeError("%s %s is a %s, not a tensor" % (what, path, type(x).__name__))
+    walk(out, "")
+    return flat
+
+
+def tensor_inputs(inputs):
+    return [(i, x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+
+
+def clone_inputs(inputs):
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def make_inputs(mod, seed, signed, device):
+    """get_inputs() under torch.manual_seed(seed); for the signed-input trial
+    every floating tensor gets random signs (a second generator seeded from
+    the same seed), so both children build the same tensors."""
+    torch.manual_seed(seed)
+    inputs = list(mod["get_inputs"]())
+    if signed:
+        g = torch.Generator().manual_seed(derive_seed(seed, "signs"))
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor) and x.is_floating_point():
+                flip = torch.rand(x.shape, generator=g) < 0.5
+                inputs[i] = torch.where(flip, -x.cpu(), x.cpu()).to(x.dtype)
+    if device != "cpu":
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    return inputs
+
+
+def all_nonnegative(inputs):
+    """True when every floating input holds no negative value (and there is
+    one): then identity-like hacks would pass, and a signed trial is due."""
+    seen = False
+    for _, x in tensor_inputs(inputs):
+        if x.is_floating_point() and x.numel() > 0:
+            seen = True
+            if bool((x < 0).any()):
+                return False
+    return seen
+
+
+class OutputArea:
+    """The candidate's side of the shared memory: writes tensors at aligned
+    offsets and returns their descriptors."""
+
+    def __init__(self, fd, size):
+        self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.size = size
+        self.cursor = 0
+
+    def put(self, tensors):
+        descs = []
+        for t in tensors:
+            t = t.detach()
+            if t.device.type != "cpu":
+                t = t.cpu()
+            t = t.contiguous()
+            nbytes = t.numel() * t.element_size()
+            off = (self.cursor + ALIGN - 1) // ALIGN * ALIGN
+            if off + nbytes > self.size:
+                raise MemoryError("the outputs exceed the shared output area of %d bytes "
+                                  "([plugin.python] max_output_bytes)" % self.size)
+            if nbytes:
+                dst = torch.frombuffer(self.mm, dtype=t.dtype, count=t.numel(), offset=off)
+                dst.copy_(t.reshape(-1))
+            self.cursor = off + nbytes
+            descs.append({"dtype": dtype_name(t.dtype), "shape": list(t.shape), "offset": off,
+                          "nbytes": nbytes})
+        return descs
+
+
+class InputArea:
+    """The reference's side: reads what the candidate described, checking
+    every field first (the index comes from untrusted code)."""
+
+    def __init__(self, fd, size):
+        self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        self.size = size
+
+    def get(self, desc):
+        if not isinstance(desc, dict):
+            raise ValueError("a tensor descriptor is not an object")
+        dt = dtype_of(desc.get("dtype"))
+        shape, off, nbytes = desc.get("shape"), desc.get("offset"), desc.get("nbytes")
+        if dt is None:
+            raise ValueError("unknown dtype %r" % (desc.get("dtype"),))
+        if (not isinstance(shape, list) or len(shape) > 16 or
+                not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < (1 << 40) for s in shape)):
+            raise ValueError("bad shape %r" % (shape,))
+        if not isinstance(off, int) or not isinstance(nbytes, int) or off < 0 or nbytes < 0:
+            raise ValueError("bad offset or size")
+        numel = math.prod(shape)
+        esize = torch.empty((), dtype=dt).element_size()
+        if numel * esize != nbytes or off + nbytes > self.size:
+            raise ValueError("offset/size do not fit the shape or the shared area")
+        if numel == 0:
+            return torch.empty(shape, dtype=dt)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # a read-only buffer: we copy at once
+            return torch.frombuffer(self.mm, dtype=dt, count=numel, offset=off).clone().reshape(shape)
+
+# ------------------------------------------------------------------ comparison
+
+
+def tolerance(dt, job):
+    name = dtype_name(dt)
+    atol, rtol = TOLERANCES.get(name, (0.0, 0.0))
+    if name in TOLERANCES:
+        if isinstance(job.get("atol"), (int, float)):
+            atol = float(job["atol"])
+        if isinstance(job.get("rtol"), (int, float)):
+            rtol = float(job["rtol"])
+    return atol, rtol
+
+
+def compare_tensor(ref, got, job):
+    """{ok, max_abs_err, max_rel_err, mismatches, first_bad_index, message}."""
+    r = {"ok": False, "max_abs_err": None, "max_rel_err": None, "mismatches": 0, "first_bad_index": None}
+    if tuple(ref.shape) != tuple(got.shape):
+        r["message"] = "shape %s, expected %s" % (list(got.shape), list(ref.shape))
+        r["mismatches"] = ref.numel()
+        return r
+    if ref.dtype != got.dtype:
+        r["message"] = "dtype %s, expected %s" % (dtype_name(got.dtype), dtype_name(ref.dtype))
+        r["mismatches"] = ref.numel()
+        return r
+    atol, rtol = tolerance(ref.dtype, job)
+    if ref.is_complex():
+        ref, got = torch.view_as_real(ref), torch.view_as_real(got)
+    if ref.is_floating_point():
+        rd, gd = ref.double().reshape(-1), got.double().reshape(-1)
+        diff = (gd - rd).abs()
+        fin = torch.isfinite(rd)
+        bad = torch.where(fin, ~(diff <= atol + rtol * rd.abs()),
+                          torch.where(torch.isnan(rd), ~torch.isnan(gd), gd != rd))
+        if bool(fin.any()):
+            dfin = torch.where(fin, diff, torch.zeros_like(diff))
+            r["max_abs_err"] = finite(float(dfin.max())) if bool(torch.isfinite(dfin).all()) else None
+            # Relative to the expected value where it is not zero.
+            nz = fin & (rd != 0)
+            rel = torch.where(nz, dfin / torch.where(nz, rd.abs(), torch.ones_like(rd)), torch.zeros_like(rd))
+            r["max_rel_err"] = finite(float(rel.max()))
+        else:
+            r["max_abs_err"] = r["max_rel_err"] = 0.0
+    else:
+        rd, gd = ref.reshape(-1), got.reshape(-1)
+        bad = rd != gd
+        r["max_abs_err"] = float((rd.double() - gd.double()).abs().max()) if rd.numel() else 0.0
+        r["max_rel_err"] = None
+    n = int(bad.sum())
+    r["mismatches"] = n
+    if n == 0:
+        r["ok"] = True
+        return r
+    first = int(bad.nonzero()[0][0])
+    r["first_bad_index"] = first
+    coords = []
+    rest = first
+    for s in reversed(list(ref.shape) if not ref.is_complex() else list(ref.shape)):
+        coords.append(rest % s if s else 0)
+        rest = rest // s if s else 0
+    exp, gv = rd[first].item(), gd[first].item()
+    r["message"] = ("%d of %d elements differ beyond atol=%g rtol=%g (first at %s: expected %r, got %r; "
+                    "max abs error %s, max rel error %s)" % (n, rd.numel(), atol, rtol,
+                                                             list(reversed(coords)), exp, gv,
+                                                             r["max_abs_err"], r["max_rel_err"]))
+    return r
+
+
+def compare_outputs(ref_outs, got_outs, job):
+    """Compare lists; the first failing output's message names it."""
+    res = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "mismatches": 0, "first_bad_index": None}
+    if len(ref_outs) != len(got_outs):
+        return dict(res, ok=False, message="the model returned %d outputs, expected %d" %
+                    (len(got_outs), len(ref_outs)))
+    for k, (rt, gt) in enumerate(zip(ref_outs, got_outs)):
+        c = compare_tensor(rt, gt, job)
+        for key in ("max_abs_err", "max_rel_err"):
+            if c[key] is None or res[key] is None:
+                res[key] = None if c[key] is None and key == "max_abs_err" and not c["ok"] else res[key]
+            else:
+                res[key] = max(res[key], c[key])
+        res["mismatches"] += c["mismatches"]
+        if not c["ok"] and res["ok"]:
+            res["ok"] = False
+            res["first_bad_index"] = c["first_bad_index"]
+            res["output"] = k
+            res["message"] = "output %d: %s" % (k, c["message"])
+    return res
+
+
+def same_tensor(a, b):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool((a == b).all())
+
+# ------------------------------------------------------------------ timing
+
+
+def stats(samples_ms):
+    """DESIGN §5's timing block: median and a 95% interval of the median
+    from order statistics (none below 6 samples)."""
+    v = sorted(samples_ms)
+    n = len(v)
+    if n == 0:
+        return None
+    med = v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+    mean = sum(v) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in v) / (n - 1)) if n > 1 else 0.0
+    half = 0.98 * math.sqrt(n)
+    lo = max(1, int(math.floor(n / 2 - half)))
+    hi = min(n, int(math.ceil(1 + n / 2 + half)))
+    rel = max(med - v[lo - 1], v[hi - 1] - med) / med if n >= 6 and med > 0 else None
+    return {"median_ms": med, "mean_ms": mean, "std_ms": std, "min_ms": v[0], "max_ms": v[-1],
+            "ci95_ms": [v[lo - 1], v[hi - 1]], "ci95_rel": rel, "trials": n}
+
+
+class Timer:
+    """One call's time.  CPU: perf_counter_ns (informative only).  GPU
+    (UNTESTED here): CUDA events around the call after an L2 flush; the CUPTI
+    layer of issue 5 is the cross-check against a candidate that patches
+    this code in its own process."""
+
+    def __init__(self, device):
+        self.device = device
+        self.flush_buf = None
+        if device != "cpu":
+            l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20) or (50 << 20)
+            self.flush_buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+
+    def call(self, fn, inputs):
+        if self.device == "cpu":
+            t0 = time.perf_counter_ns()
+            out = fn(*inputs)
+            t1 = time.perf_counter_ns()
+            return out, (t1 - t0) / 1e6
+        # GPU path, UNTESTED: flush L2 (write twice its size), then events.
+        self.flush_buf.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        out = fn(*inputs)
+        end.record()
+        torch.cuda.synchronize()
+        return out, start.elapsed_time(end)
+
+
+def time_model(model, mod, job, device, sample_index=None):
+    """Warm-up, then timed calls on fresh inputs (one seed per call), with an
+    adaptive stop.  Returns (stats, samples) where samples maps a call index
+    to that call's outputs (the sample index and the last call)."""
+    n = max(1, int(job.get("num_perf_trials", 100)))
+    warm = max(0, int(job.get("num_warmup", 3)))
+    budget = float(job.get("max_timing_ms", 10000.0))
+    prec = float(job.get("timing_rel_precision", 0.005))
+    base = job["perf_seed"]
+    timer = Timer(device)
+    with torch.no_grad():
+        for w in range(warm):
+            inputs = make_inputs(mod, derive_seed(base, "warmup", w), False, device)
+            timer.call(model, inputs)
+        times, samples, kept = [], {}, None
+        t_start = time.monotonic()
+        for i in range(n):
+            inputs = make_inputs(mod, derive_seed(base, "perf", i), False, device)
+            out, ms = timer.call(model, inputs)
+            times.append(ms)
+            kept = (i, out)
+            if sample_index is not None and i == sample_index:
+                samples[i] = flatten_outputs(out)
+            if len(times) >= MIN_TIMING_TRIALS:
+                s = stats(times)
+                if s["ci95_rel"] is not None and s["ci95_rel"] <= prec:
+                    break
+                if (time.monotonic() - t_start) * 1e3 > budget:
+                    break
+        if kept is not None and kept[0] not in samples:
+            samples[kept[0]] = flatten_outputs(kept[1])
+    return stats(times), samples
+
+# ------------------------------------------------------------------ children
+
+
+def load_module(source, name):
+    """Run source as a fresh module; its namespace (never in sys.modules)."""
+    mod = types.ModuleType(name)
+    mod.__dict__["__builtins__"] = __builtins__
+    # Tracebacks then quote the task's own lines.
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    code = compile(source, name, "exec")
+    exec(code, mod.__dict__)  # noqa: S102 - this is the point of the harness
+    return mod.__dict__
+
+
+def format_exc(prefix, limit_frames=12):
+    """A traceback without the harness's own frames: what the model needs."""
+    et, ev, tb = sys.exc_info()
+    frames = [f for f in traceback.extract_tb(tb) if f.filename in ("kernel_code", "reference_code")]
+    lines = traceback.format_list(frames[-limit_frames:])
+    return clip("%s\n%s%s: %s" % (prefix, "".join(lines), et.__name__, ev))
+
+
+def child_setup(role, job, limits, keep_fds, job_dir, lib):
+    """Common start of both children: die with the zygote, keep only our
+    descriptors, a private directory, then the sandbox.  Returns the
+    Landlock ABI."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)       # PR_SET_PDEATHSIG
+    for fd in [int(x) for x in os.listdir("/proc/self/fd")]:
+        if fd > 2 and fd not in keep_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    d = os.path.join(job_dir, role)
+    os.mkdir(d, 0o700)
+    os.chdir(d)
+    out = os.open(os.path.join(d, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+    faulthandler.enable(file=sys.stderr)
+    os.environ.update(HOME=d, TMPDIR=d)
+    threads = int(limits.get("threads", 0))
+    if threads > 0:
+        torch.set_num_threads(threads)
+    gpu = job["device"] != "cpu"
+    if gpu:
+        # UNTESTED: CUDA must be up before the filter (DESIGN §2).
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")
+    return enter_sandbox(lib, d, gpu, limits, interpreter_paths(job_dir))
+
+
+def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
+    """The trusted side: expected outputs never leave this process."""
+    def fail(code, message):
+        send_msg(sock, {"type": "error", "code": code, "message": clip(message)})
+        os._exit(0)
+
+    try:
+        abi = child_setup("reference", job, limits, {sock.fileno(), area_fd}, job_dir, lib)
+    except Exception as e:  # noqa: BLE001 - fail closed, whatever went wrong
+        fail("SYSTEM_ERROR", "the reference process could not enter the sandbox: %s" % e)
+    device = "cuda" if job["device"] != "cpu" else "cpu"
+    t0 = time.monotonic()
+    try:
+        mod = load_module(job["reference_code"], "reference_code")
+        for name in (job["entry_point"], "get_inputs", "get_init_inputs"):
+            if not callable(mod.get(name)):
+                fail("VALIDATION_ERROR", "reference_code defines no %s" % name)
+        torch.manual_seed(job["init_seed"])
+        init = list(mod["get_init_inputs"]())
+        torch.manual_seed(job["init_seed"])
+        model = mod[job["entry_point"]](*init)
+        if isinstance(model, torch.nn.Module):
+            model = model.to(device).eval()
+        if job.get("reference_backend") == "compile":
+            if not hasattr(torch, "compile"):
+                fail("SYSTEM_ERROR", "reference_backend 'compile' needs torch >= 2.0; this worker has torch %s"
+                     % torch.__version__)
+            model = torch.compile(model)  # UNTESTED: inductor needs exec, which the sandbox refuses
+    except SystemExit:
+        raise
+    except Exception:  # noqa: BLE001
+        fail("VALIDATION_ERROR", format_exc("the reference could not be built:"))
+
+    trials = []            # [{seed, signed, outputs, inputs, mutates}]
+    try:
+        with torch.no_grad():
+            seeds = job["seeds"]
+            nonneg = True
+            for s in seeds:
+                inputs = make_inputs(mod, s, False, device)
+                nonneg = nonneg and all_nonnegative(inputs)
+                trials.append(run_reference(model, inputs, s, False))
+            if nonneg:
+                s = derive_seed(job["seed_base"], "signed")
+                inputs = make_inputs(mod, s, True, device)
+                t = run_reference(model, inputs, s, True)
+                # A problem whose domain is non-negative (sqrt, log) gives
+                # NaN on signed inputs: then the signed trial proves nothing.
+                if all(bool(torch.isfinite(o).all()) for o in t["outputs"] if o.is_floating_point()):
+                    trials.append(t)
+                else:
+                    trials.append(dict(t, skipped="the reference is not finite on signed inputs"))
+    except Exception:  # noqa: BLE001
+        fail("VALIDATION_ERROR", format_exc("the reference failed on its own inputs:"))
+    # The GPU's name: only a process with CUDA up knows it (never the zygote).
+    send_msg(sock, {"type": "ready", "landlock_abi": abi, "ms": (time.monotonic() - t0) * 1e3,
+                    "signed_trial": nonneg,
+                    "device_name": "cuda: " + torch.cuda.get_device_name(0) if device != "cpu" else None})
+
+    area = InputArea(area_fd, area_size)
+    while True:
+        msg = recv_msg(sock)
+        if msg is None or msg.get("type") == "exit":
+            os._exit(0)
+        if msg["type"] == "compare":
+            send_msg(sock, judge_trials(trials, msg.get("records"), area, job))
+        elif msg["type"] == "compare_samples":
+            send_msg(sock, judge_samples(model, mod, msg.get("records"), msg.get("expect"), area, job, device))
+        elif msg["type"] == "time":
+            try:
+                s, _ = time_model(model, mod, job, device)
+                send_msg(sock, {"type": "timing", "stats": s})
+            except Exception:  # noqa: BLE001
+                fail("SYSTEM_ERROR", format_exc("the reference failed while being timed:"))
+
+
+def run_reference(model, inputs, seed, signed):
+    before = clone_inputs(inputs)
+    outs = [o.detach().cpu().clone() for o in flatten_outputs(model(*inputs))]
+    mutates = any(isinstance(b, torch.Tensor) and not same_tensor(b.cpu(), a.cpu())
+                  for b, a in zip(before, inputs))
+    return {"seed": seed, "signed": signed, "outputs": outs,
+            "inputs": [b.cpu() for b in before if isinstance(b, torch.Tensor)], "mutates": mutates}
+
+
+def judge_trials(trials, records, area, job):
+    """The verdict on the correctness trials (records from the candidate)."""
+    out = {"type": "verdict", "ok": True, "trials": [], "code": None, "message": None, "hack": None}
+    if not isinstance(records, list):
+        records = []
+    by_seed = {}
+    for rec in records:
+        if isinstance(rec, dict) and isinstance(rec.get("seed"), int):
+            by_seed[(rec["seed"], bool(rec.get("signed")))] = rec
+    judged = passed = 0
+    for k, t in enumerate(trials):
+        entry = {"trial": k, "seed": str(t["seed"]), "signed_inputs": t["signed"]}
+        if "skipped" in t:
+            entry.update(passed=None, skipped=t["skipped"])
+            out["trials"].append(entry)
+            continue
+        judged += 1
+        what = "signed-input trial" if t["signed"] else "correctness trial %d of %d" % (k + 1, len(job["seeds"]))
+        rec = by_seed.get((t["seed"], t["signed"]))
+        try:
+            if rec is None:
+                raise ValueError("the candidate reported no outputs for it")
+            got = [area.get(d) for d in rec.get("outputs", [])]
+            got_in = [area.get(d) for d in rec.get("inputs", [])]
+        except (ValueError, TypeError) as e:
+            entry.update(passed=False, mismatches=None, error=str(e))
+            out["trials"].append(entry)
+            if out["ok"]:
+                out.update(ok=False, code="CORRECTNESS_ERROR", message="%s: %s" % (what, e))
+            continue
+        c = compare_outputs(t["outputs"], got, job)
+        entry.update(passed=c["ok"], max_abs_err=c["max_abs_err"], max_rel_err=c["max_rel_err"],
+                     mismatches=c["mismatches"], first_bad_index=c["first_bad_index"])
+        changed = None
+        if not t["mutates"]:
+            if len(got_in) != len(t["inputs"]):
+                changed = "the candidate reported %d inputs, expected %d" % (len(got_in), len(t["inputs"]))
+            else:
+                for i, (a, b) in enumerate(zip(t["inputs"], got_in)):
+                    if not same_tensor(a, b):
+                        changed = "input %d was modified by the call" % i
+                        entry["changed_input"] = i
+                        break
+        out["trials"].append(entry)
+        if not c["ok"]:
+            if out["ok"]:
+                hint = ""
+                if t["signed"]:
+                    hint = " (inputs with random signs: the problem's own inputs are all non-negative, " \
+                           "so an identity-like shortcut passes them)"
+                out.update(ok=False, code="CORRECTNESS_ERROR", message="%s%s: %s" % (what, hint, c["message"]))
+                if t["signed"] and passed == judged - 1:
+                    out["hack"] = {"kind": "only_correct_on_nonnegative_inputs",
+                                   "detail": "passed every trial but the signed-input one"}
+        elif changed is not None:
+            if out["ok"]:
+                out.update(ok=False, code="REWARD_HACK", message="%s: %s" % (what, changed),
+                           hack={"kind": "input_mutation", "detail": changed})
+        else:
+            passed += 1
+    out["passed"] = passed
+    out["judged"] = judged
+    return out
+
+
+def judge_samples(model, mod, records, expect, area, job, device):
+    """Outputs of timed calls: the candidate must behave while timed too."""
+    out = {"type": "verdict", "ok": True, "code": None, "message": None, "hack": None, "checked": 0}
+    if not isinstance(records, list) or not isinstance(expect, list):
+        records, expect = [], [0]
+    have = {r.get("index"): r for r in records if isinstance(r, dict) and isinstance(r.get("index"), int)}
+    for idx in expect:
+        rec = have.get(idx)
+        try:
+            if rec is None:
+                raise ValueError("no outputs reported for timed call %d" % idx)
+            got = [area.get(d) for d in rec.get("outputs", [])]
+            with torch.no_grad():
+                inputs = make_inputs(mod, derive_seed(job["perf_seed"], "perf", idx), False, device)
+                ref = [o.detach().cpu() for o in flatten_outputs(model(*inputs))]
+            c = compare_outputs(ref, got, job)
+        except (ValueError, TypeError) as e:
+            c = {"ok": False, "message": str(e)}
+        out["checked"] += 1
+        if not c["ok"]:
+            out.update(ok=False, code="REWARD_HACK",
+                       message="timed call %d: its outputs are wrong although the correctness trials passed: %s"
+                       % (idx, c["message"]),
+                       hack={"kind": "timed_outputs_differ", "call": idx})
+            break
+    return out
+
+
+def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
+    def send(obj):
+        send_msg(sock, obj)
+
+    def fail(kind, message, code=None):
+        send({"type": kind, "code": code, "message": clip(message)})
+        os._exit(0)
+
+    try:
+        abi = child_setup("candidate", job, limits, {sock.fileno(), area_fd}, job_dir, lib)
+    except Exception as e:  # noqa: BLE001 - fail closed
+        fail("error", "the candidate process could not enter the sandbox: %s" % e, "SYSTEM_ERROR")
+    device = "cuda" if job["device"] != "cpu" else "cpu"
+    area = OutputArea(area_fd, area_size)
+    try:
+        ref = load_module(job["reference_code"], "reference_code")
+    except Exception:  # noqa: BLE001 - the reference process reports it
+        fail("error", format_exc("the reference could not be loaded:"), "VALIDATION_ERROR")
+    try:
+        cand = load_module(job["kernel_code"], "kernel_code")
+        cls = cand.get(job["entry_point"] + "New")
+        if not callable(cls):
+            raise NameError("kernel_code defines no %sNew" % job["entry_point"])
+        torch.manual_seed(job["init_seed"])
+        init = list(ref["get_init_inputs"]())
+        torch.manual_seed(job["init_seed"])
+        model = cls(*init)
+        if isinstance(model, torch.nn.Module):
+            model = model.to(device).eval()
+    except PermissionError as e:
+        fail("violation", "the sandbox refused: %s" % e)
+    except Exception:  # noqa: BLE001
+        fail("compile_error", format_exc("kernel_code could not be loaded or %sNew built:" % job["entry_point"]))
+    send({"type": "compiled", "landlock_abi": abi})
+
+    records = []
+    try:
+        with torch.no_grad():
+            nonneg = True
+            for s in job["seeds"]:
+                inputs = make_inputs(ref, s, False, device)
+                nonneg = nonneg and all_nonnegative(inputs)
+                records.append(run_candidate(model, inputs, s, False, area))
+            if nonneg:
+                s = derive_seed(job["seed_base"], "signed")
+                records.append(run_candidate(model, make_inputs(ref, s, True, device), s, True, area))
+    except PermissionError as e:
+        fail("violation", "the sandbox refused: %s" % e)
+    except MemoryError as e:
+        fail("error", str(e), "RESOURCE_ERROR")
+    except Exception:  # noqa: BLE001
+        fail("runtime_error", format_exc("%sNew raised an exception on its inputs:" % job["entry_point"]))
+    send({"type": "outputs", "records": records})
+
+    msg = recv_msg(sock)
+    if msg is None or msg.get("type") != "time":
+        os._exit(0)
+    try:
+        area.cursor = 0        # the correctness outputs have been judged
+        s, samples = time_model(model, ref, job, device, msg.get("sample_index"))
+        recs = [{"index": i, "outputs": area.put(o)} for i, o in samples.items()]
+    except PermissionError as e:
+        fail("violation", "the sandbox refused: %s" % e)
+    except Exception:  # noqa: BLE001
+        fail("runtime_error", format_exc("%sNew raised an exception while timed:" % job["entry_point"]))
+    send({"type": "timing", "stats": s, "samples": recs})
+    os._exit(0)
+
+
+def run_candidate(model, inputs, seed, signed, area):
+    out = flatten_outputs(model(*inputs))
+    return {"seed": seed, "signed": signed, "outputs": area.put(out),
+            "inputs": area.put([x for _, x in tensor_inputs(inputs)])}
+
+# ------------------------------------------------------------------ the zygote's side of a job
+
+
+class Child:
+    def __init__(self, role, pid, sock):
+        self.role, self.pid, self.sock = role, pid, sock
+        self.status = None     # waitpid status once reaped
+        self.eof = False
+
+    def reap(self, block=True):
+        if self.status is None:
+            try:
+                pid, st = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+                if pid == self.pid:
+                    self.status = st
+            except ChildProcessError:
+                self.status = 0
+        return self.status
+
+    def kill(self):
+        if self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.reap()
+        self.sock.close()
+
+    def death(self):
+        """A sentence for an unexpected end, and the error code."""
+        st = self.reap()
+        if os.WIFSIGNALED(st):
+            sig = os.WTERMSIG(st)
+            if sig == signal.SIGSYS:
+                return "SANDBOX_VIOLATION", "the %s process made a system call the sandbox forbids " \
+                                            "(killed by SIGSYS)" % self.role
+            if sig == signal.SIGXFSZ:
+                return "RESOURCE_ERROR", "the %s process wrote past its file size limit" % self.role
+            if sig == signal.SIGXCPU:
+                return "RESOURCE_ERROR", "the %s process used up its CPU time" % self.role
+            if sig == signal.SIGKILL:
+                return "RESOURCE_ERROR", "the %s process was killed by SIGKILL (most likely out of " \
+                                         "memory)" % self.role
+            return "RUNTIME_ERROR", "the %s process crashed: killed by %s" % (self.role, signal.Signals(sig).name)
+        return "RUNTIME_ERROR", "the %s process exited (status %d) without a result" % (
+            self.role, os.WEXITSTATUS(st) if os.WIFEXITED(st) else -1)
+
+
+def remove_tree(path):
+    """rm -r, also through directories a candidate made unreadable
+    (mkdir with mode 0: its seccomp filter forbids chmod, ours does not);
+    what is left would make the worker ask to be replaced."""
+    def fix(func, p, exc):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+                shutil.rmtree(p, onerror=lambda *a: None)
+            else:
+                func(p)
+        except OSError:
+            pass
+    shutil.rmtree(path, onerror=fix)
+
+
+def tail_of(path, n=3000):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - n))
+            return f.read().decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+class Job:
+    """One job: fork both children, relay between them, enforce deadlines,
+    build the result object (DESIGN §5)."""
+
+    def __init__(self, zygote, request, limits):
+        self.z = zygote
+        self.req = request
+        self.limits = limits
+        self.meta = {"backend": request.get("backend"), "device": request.get("device", "cuda"),
+                     "torch_version": torch.__version__, "python_version": platform.python_version(),
+                     "hardware": zygote.device_name(request.get("device", "cuda")),
+                     "harness": "kgym_harness/%d" % PROTOCOL, "zygote_pid": zygote.pid,
+                     "zygote_jobs": zygote.jobs}
+        self.phase_ms = {}
+        self.phase = None          # (name, start) of the phase in progress
+        self.job_dir = None
+
+    # -- result helpers
+    def base(self, status, compiled, correctness, code=None, message=None):
+        r = {"status": status, "compiled": compiled, "correctness": correctness, "decoy_kernel": False,
+             "kernel_runtime": -1.0, "reference_runtime": -1.0, "speedup": -1.0, "metadata": self.meta}
+        if code:
+            r["error_code"] = code
+            r["error_message"] = clip(message or code)
+        return r
+
+    def fail(self, code, message, compiled=False):
+        return self.base("failed", compiled, False, code, message)
+
+    def run(self):
+        t0 = time.monotonic()
+        req = self.req
+        job = self.job_settings()
+        if isinstance(job, dict) and "error" in job:
+            return self.fail("VALIDATION_ERROR", job["error"])
+        chk = static_check(req["kernel_code"], req.get("backend", "torch"))
+        self.phase_ms["static_check"] = (time.monotonic() - t0) * 1e3
+        if chk is not None:
+            return self.fail(chk[0], chk[1])
+        try:
+            ast.parse(req["reference_code"], filename="reference_code")
+        except SyntaxError as e:
+            return self.fail("VALIDATION_ERROR", "reference_code line %s: SyntaxError: %s" % (e.lineno, e.msg))
+        if req.get("backend") in ("triton", "cuda") and not self.limits.get("allow_exec"):
+            # GPU path TODO: Triton and load_inline run compilers (exec),
+            # which the python sandbox profile does not allow yet.
+            return self.fail("SYSTEM_ERROR", "backend '%s' needs its compilers run inside the candidate's "
+                             "sandbox (exec), which this build's python sandbox profile does not allow yet"
+                             % req.get("backend"))
+        self.job_dir = os.path.join(os.getcwd(), "job-%d-%d" % (os.getpid(), self.z.jobs))
+        os.mkdir(self.job_dir, 0o700)
+        try:
+            return self.supervise(job, self.job_dir)
+        finally:
+            remove_tree(self.job_dir)
+
+    def job_settings(self):
+        r = self.req
+        for k in ("reference_code", "kernel_code"):
+            if not isinstance(r.get(k), str):
+                return {"error": "%s: expected a string" % k}
+        base = str(r.get("seed", "")) or str(int.from_bytes(os.urandom(8), "little"))
+        n = max(MIN_CORRECT_TRIALS, int(r.get("num_correct_trials") or MIN_CORRECT_TRIALS))
+        device = r.get("device", "cuda")
+        job = {"reference_code": r["reference_code"], "kernel_code": r["kernel_code"],
+               "entry_point": r.get("entry_point") or "Model", "device": "cpu" if device == "cpu" else "cuda",
+               "reference_backend": r.get("reference_backend", "eager"), "seed_base": base,
+               "seeds": [derive_seed(base, "trial", i) for i in range(n)],
+               "init_seed": derive_seed(base, "init"),
+               "perf_seed": str(r.get("perf_seed") or base),
+               "num_perf_trials": int(r.get("num_perf_trials") or 100), "num_warmup": int(r.get("num_warmup", 3)),
+               "max_timing_ms": float(r.get("max_timing_ms") or self.limits.get("max_timing_ms", 10000)),
+               "timing_rel_precision": float(r.get("timing_rel_precision") or 0.005)}
+        for k in ("atol", "rtol"):
+            if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool):
+                job[k] = float(r[k])
+        if not job["entry_point"].isidentifier():
+            return {"error": "entry_point: expected a Python identifier"}
+        return job
+
+    def supervise(self, job, job_dir):
+        lim = self.limits
+        size = int(lim.get("max_output_bytes", 4 << 30))
+        area_fd = os.memfd_create("kgym-outputs", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(area_fd, size)
+            fcntl.fcntl(area_fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            ref = self.fork("reference", reference_child, area_fd, size, job, job_dir)
+            try:
+                cand = self.fork("candidate", candidate_child, area_fd, size, job, job_dir)
+            except BaseException:
+                ref.kill()
+                raise
+            try:
+                return self.drive(ref, cand, job)
+            finally:
+                ref.kill()
+                cand.kill()
+        finally:
+            os.close(area_fd)
+
+    def fork(self, role, fn, area_fd, size, job, job_dir):
+        zs, cs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                zs.close()
+                fn(cs, area_fd, size, job, self.limits, job_dir, self.z.sandbox_lib)
+            except BaseException:  # noqa: BLE001 - never return into the zygote's loop
+                code = 70
+                try:
+                    traceback.print_exc()
+                except BaseException:  # noqa: BLE001
+                    pass
+            os._exit(code)
+        cs.close()
+        return Child(role, pid, zs)
+
+    def drive(self, ref, cand, job):
+        """The job's state machine: events from both children, deadlines."""
+        lim, req = self.limits, self.req
+        now = time.monotonic
+        t_start = now()
+        total = float(req.get("timeout_s") or 0)
+        end_total = t_start + total if total > 0 else None
+        phase, phase_end = "compile", t_start + float(lim.get("compile_timeout", 50))
+        phase_start = t_start
+        self.phase = (phase, phase_start)
+        compiled = False
+        ref_ready = None
+        cand_outputs = None
+        verdict = None
+        kernel_stats = None
+        ref_stats = None
+        samples = None
+        landlock = None
+        waiting_for = None     # the next thing to happen, for timeouts' messages
+        sample_index = None
+        cached = None          # decided once the reference has named its device
+        run_perf = req.get("run_performance", True) is not False
+        ref_timing_asked = False
+
+        def deadline():
+            return min(phase_end, end_total) if end_total else phase_end
+
+        def enter(name, timeout_key, default):
+            nonlocal phase, phase_end, phase_start
+            self.phase_ms[phase] = (now() - phase_start) * 1e3
+            phase, phase_start = name, now()
+            self.phase = (name, phase_start)
+            phase_end = phase_start + float(lim.get(timeout_key, default))
+            self.z.relay_phase(name, exclusive=(name == "timing" and job["device"] != "cpu"))
+
+        while True:
+            socks = [c.sock for c in (ref, cand) if not c.eof]
+            wait = deadline() - now()
+            if wait <= 0:
+                what = {"compile": "loading kernel_code and building %sNew" % job["entry_point"],
+                        "correctness": "the correctness trials", "timing": "the timed calls"}[phase]
+                self.phase_ms[phase] = (now() - phase_start) * 1e3
+                limit = "the task's timeout of %g s" % total if end_total and end_total <= phase_end else \
+                    "its deadline of %.0f s" % (phase_end - phase_start)
+                r = self.fail("TIMEOUT_ERROR", "the %s phase (%s) ran past %s%s" %
+                              (phase, what, limit, "; waiting for " + waiting_for if waiting_for else ""),
+                              compiled=compiled)
+                return self.finish(r, landlock)
+            if not socks:
+                return self.finish(self.fail("SYSTEM_ERROR", "both children ended without a verdict",
+                                             compiled), landlock)
+            rd, _, _ = select.select(socks + [self.z.sock], [], [], wait)
+            if self.z.sock in rd:
+                # The worker never writes during a job unless it is going away.
+                self.z.check_worker_alive()
+            for c in (ref, cand):
+                if c.sock not in rd:
+                    continue
+                try:
+                    msg = recv_msg(c.sock, 16 << 20)
+                except (ValueError, OSError, UnicodeDecodeError) as e:
+                    if c is cand:
+                        return self.finish(self.fail("SANDBOX_VIOLATION", "the candidate process broke "
+                                                     "the harness protocol: %s" % e, compiled), landlock)
+                    return self.finish(self.fail("SYSTEM_ERROR", "reference protocol: %s" % e, compiled), landlock)
+                if msg is None:
+                    c.eof = True
+                    code, why = c.death()
+                    log = tail_of(os.path.join(self.job_dir, c.role, "output.log"))
+                    if c is cand and kernel_stats is None:
+                        if code == "RUNTIME_ERROR" and compiled:
+                            r = self.base("completed", True, False, code, why + ("\n" + log if log else ""))
+                        else:
+                            r = self.fail(code, why + ("\n" + log if log else ""), compiled)
+                        return self.finish(r, landlock)
+                    if c is ref:
+                        # It only ever ends when told to, after the job.
+                        if code == "SANDBOX_VIOLATION":
+                            r = self.fail("VALIDATION_ERROR", "the reference made a system call the sandbox "
+                                          "forbids (killed by SIGSYS)", compiled)
+                        else:
+                            r = self.fail("SYSTEM_ERROR", why + ("\n" + log if log else ""), compiled)
+                        return self.finish(r, landlock)
+                    continue
+                t = msg.get("type")
+                if c is ref:
+                    if t == "error":
+                        return self.finish(self.fail(msg.get("code") or "SYSTEM_ERROR", msg.get("message"),
+                                                     compiled), landlock)
+                    if t == "ready":
+                        ref_ready = msg
+                        self.meta["reference_ms"] = msg.get("ms")
+                        if isinstance(msg.get("device_name"), str):
+                            self.meta["hardware"] = msg["device_name"][:200]
+                    elif t == "verdict" and verdict is None:
+                        verdict = msg
+                    elif t == "verdict":
+                        samples = msg
+                    elif t == "timing":
+                        ref_stats = msg.get("stats")
+                else:
+                    if t == "compiled":
+                        compiled = True
+                        landlock = msg.get("landlock_abi")
+                        enter("correctness", "correctness_timeout", 100)
+                    elif t == "compile_error":
+                        return self.finish(self.fail("COMPILATION_ERROR", msg.get("message")), landlock)
+                    elif t == "violation":
+                        return self.finish(self.fail("SANDBOX_VIOLATION", msg.get("message"), compiled), landlock)
+                    elif t == "runtime_error":
+                        return self.finish(self.base("completed", True, False, "RUNTIME_ERROR",
+                                                     msg.get("message")), landlock)
+                    elif t == "error":
+                        return self.finish(self.fail(msg.get("code") or "SYSTEM_ERROR", msg.get("message"),
+                                                     compiled), landlock)
+                    elif t == "outputs" and compiled:
+                        cand_outputs = msg
+                    elif t == "timing" and kernel_stats is None:
+                        kernel_stats = msg.get("stats") or {}
+                        send_msg(ref.sock, {"type": "compare_samples", "records": msg.get("samples"),
+                                            "expect": [sample_index]})
+                        waiting_for = "the check of the timed calls' outputs"
+                    else:
+                        return self.finish(self.fail("SANDBOX_VIOLATION", "the candidate process sent an "
+                                                     "unexpected %r message" % t, compiled), landlock)
+
+            # What can happen next, now that these messages are in.
+            if ref_ready is not None and cand_outputs is not None and verdict is None and \
+                    waiting_for != "verdict":
+                send_msg(ref.sock, {"type": "compare", "records": cand_outputs.get("records")})
+                waiting_for = "verdict"
+            if verdict is not None and waiting_for == "verdict":
+                waiting_for = None
+                if not verdict["ok"] or not run_perf:
+                    return self.finish(self.verdict_result(verdict, None, None, None, None), landlock)
+                sample_index = int.from_bytes(os.urandom(2), "little") % MIN_TIMING_TRIALS
+                sample_index = min(sample_index, max(0, job["num_perf_trials"] - 1))
+                enter("timing", "timing_timeout", 250)
+                send_msg(cand.sock, {"type": "time", "sample_index": sample_index})
+                waiting_for = "the candidate's timed calls"
+            if samples is not None and waiting_for == "the check of the timed calls' outputs":
+                cand.kill()
+                cand.eof = True
+                if not samples["ok"]:
+                    return self.finish(self.verdict_result(verdict, samples, kernel_stats, None, None), landlock)
+                cached = self.cached_reference_timing()
+                if cached is not None:
+                    return self.finish(self.verdict_result(verdict, samples, kernel_stats, cached, cached),
+                                       landlock)
+                send_msg(ref.sock, {"type": "time"})
+                ref_timing_asked = True
+                waiting_for = "the reference's timed calls"
+            if ref_stats is not None and waiting_for == "the reference's timed calls":
+                return self.finish(self.verdict_result(verdict, samples, kernel_stats, ref_stats, None), landlock)
+
+    def cached_reference_timing(self):
+        """The workflow's cached reference timing, if it was measured under
+        this worker's torch and device (else we measure it again)."""
+        c = self.req.get("reference_timing")
+        if not isinstance(c, dict) or not isinstance(c.get("stats"), dict):
+            return None
+        env = c.get("env") or {}
+        if env.get("torch") != torch.__version__ or env.get("device") != self.meta["hardware"]:
+            return None
+        return c["stats"]
+
+    def verdict_result(self, verdict, samples, kstats, rstats, cached):
+        ok = verdict["ok"] and (samples is None or samples["ok"])
+        code = verdict.get("code") if not verdict["ok"] else (samples or {}).get("code")
+        message = verdict.get("message") if not verdict["ok"] else (samples or {}).get("message")
+        r = self.base("completed", True, ok, code if not ok else None, message if not ok else None)
+        r["correctness_trials"] = verdict.get("trials", [])
+        self.meta["correctness_trials"] = "(%d / %d)" % (verdict.get("passed", 0), verdict.get("judged", 0))
+        hack = verdict.get("hack") or (samples or {}).get("hack")
+        if hack:
+            self.meta["hack"] = hack
+        if samples is not None:
+            self.meta["timed_outputs_checked"] = samples.get("checked", 0)
+        if ok and kstats:
+            timing = {"kernel": dict(kstats, clock="cpu" if self.req.get("device") == "cpu" else "cuda_events")}
+            r["kernel_runtime"] = kstats["median_ms"]
+            if rstats:
+                timing["reference"] = dict(rstats)
+                r["reference_runtime"] = rstats["median_ms"]
+                if kstats["median_ms"] > 0:
+                    r["speedup"] = rstats["median_ms"] / kstats["median_ms"]
+            r["timing"] = timing
+            self.meta["reference_timing_cached"] = cached is not None
+            self.meta["reference_timing_env"] = {"torch": torch.__version__, "device": self.meta["hardware"]}
+            if self.req.get("device") == "cpu":
+                self.meta["timing_note"] = "CPU timings are informative only (no CUPTI cross-check)"
+        return r
+
+    def finish(self, r, landlock):
+        if self.phase is not None:
+            name, start = self.phase
+            self.phase_ms.setdefault(name, (time.monotonic() - start) * 1e3)
+        self.meta["phases_ms"] = self.phase_ms
+        self.meta["sandbox"] = {"seccomp": landlock is not None, "landlock_abi": landlock}
+        return r
+
+
+# ------------------------------------------------------------------ the zygote
+
+
+class Zygote:
+    def __init__(self, sock, sandbox_lib):
+        self.sock = sock
+        self.sandbox_lib = sandbox_lib
+        self.pid = os.getpid()
+        self.jobs = 0
+        self._cpu = None
+
+    def device_name(self, device):
+        if device == "cpu":
+            if self._cpu is None:
+                self._cpu = platform.processor() or platform.machine()
+                try:
+                    with open("/proc/cpuinfo") as f:
+                        for line in f:
+                            if line.startswith("model name"):
+                                self._cpu = line.split(":", 1)[1].strip()
+                                break
+                except OSError:
+                    pass
+                self._cpu = "cpu: %s" % self._cpu
+            return self._cpu
+        # Never initialise CUDA here: the reference child, which has, names
+        # the GPU in its "ready" message (UNTESTED); until then, this.
+        return "cuda (device %s)" % os.environ.get("CUDA_VISIBLE_DEVICES", "?")
+
+    def relay_phase(self, name, exclusive=False):
+        """Tell the worker a new phase began (its deadline; on a GPU the
+        exclusive lock for timing) and wait for its ack."""
+        send_msg(self.sock, {"type": "phase", "phase": name, "lock": "exclusive" if exclusive else None})
+        while True:
+            msg = recv_msg(self.sock)
+            if msg is None:
+                os._exit(0)        # the worker is gone: so are we (children die with us)
+            if msg.get("type") == "ack":
+                if not msg.get("ok", True):
+                    raise RuntimeError("the worker refused phase %s: %s" % (name, msg.get("message")))
+                return
+
+    def check_worker_alive(self):
+        """The worker writes nothing during a job but acks: readable means
+        it is gone (EOF), or a stray frame, which is read and dropped."""
+        try:
+            data = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        if not data:
+            os._exit(0)
+        recv_msg(self.sock)
+
+    def serve(self):
+        """One supervisor per job: it reads the job, runs it, answers and
+        exits; the zygote only waits for it."""
+        while True:
+            try:
+                data = self.sock.recv(1, socket.MSG_PEEK)
+            except InterruptedError:
+                continue
+            if not data:
+                return
+            self.jobs += 1
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+                    self.supervise_one()
+                except BaseException:  # noqa: BLE001 - never return into the zygote's loop
+                    code = 70
+                os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            if status != 0:
+                # It died without answering (it answers before it exits).
+                send_msg(self.sock, {"type": "result", "result": {
+                    "status": "failed", "compiled": False, "correctness": False, "error_code": "SYSTEM_ERROR",
+                    "error_message": "the harness's job supervisor died (wait status 0x%x)" % status}})
+
+    def supervise_one(self):
+        msg = recv_msg(self.sock)
+        if msg is None:
+            os._exit(0)
+        if msg.get("type") != "job":
+            return
+        request, limits = msg.get("request") or {}, msg.get("limits") or {}
+        try:
+            result = Job(self, request, limits).run()
+        except Exception:  # noqa: BLE001 - the worker gets an answer, whatever happened
+            result = {"status": "failed", "compiled": False, "correctness": False,
+                      "error_code": "SYSTEM_ERROR",
+                      "error_message": clip("the harness failed: " + traceback.format_exc())}
+        send_msg(self.sock, {"type": "result", "result": result})
+
+
+def preload(device_hint):
+    """Import torch (and triton where a GPU is visible) without touching
+    CUDA.  Returns the hello's facts."""
+    global torch, triton
+    t0 = time.monotonic()
+    import torch as _torch
+    torch = _torch
+    facts = {"torch": torch.__version__, "triton": None}
+    if device_hint:
+        try:
+            import triton as _triton  # noqa: F401 - importing is the point
+            triton = _triton
+            facts["triton"] = getattr(_triton, "__version__", "?")
+        except Exception:  # noqa: BLE001 - triton is optional
+            pass
+    facts["import_ms"] = (time.monotonic() - t0) * 1e3
+    return facts
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zygote", action="store_true")
+    ap.add_argument("--once", action="store_true")
+    ap.add_argument("--check", metavar="FILE")
+    ap.add_argument("--backend", default="torch")
+    ap.add_argument("--fd", type=int, default=3)
+    ap.add_argument("--sandbox-lib", default="")
+    ap.add_argument("--started-at", type=float, default=None,
+                    help="wall-clock time of the fork that started us (for the hello's ready_ms)")
+    args = ap.parse_args(argv)
+
+    if args.check:
+        with open(args.check) as f:
+            r = static_check(f.read(), args.backend)
+        print(json.dumps({"ok": r is None, "error_code": r and r[0], "error_message": r and r[1]}))
+        return 0 if r is None else 1
+
+    gpu_visible = bool(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    if args.zygote:
+        sock = socket.socket(fileno=args.fd)
+        try:
+            facts = preload(gpu_visible)
+        except BaseException as e:  # noqa: BLE001 - tell the worker why, then go
+            send_msg(sock, {"type": "fatal", "message": "cannot import torch with %s: %s: %s" %
+                            (sys.executable, type(e).__name__, e)})
+            return 1
+        hello = dict(facts, type="hello", protocol=PROTOCOL, pid=os.getpid(), python=platform.python_version(),
+                     executable=sys.executable,
+                     ready_ms=(time.time() - args.started_at) * 1e3 if args.started_at else None)
+        send_msg(sock, hello)
+        Zygote(sock, args.sandbox_lib).serve()
+        return 0
+
+    if args.once:
+        # The benchmark's baseline: a fresh process for one task, doing what
+        # a zygote's job does (the same code path, the same sandbox).
+        msg = json.loads(sys.stdin.read())
+        preload(gpu_visible)
+        a, b = socket.socketpair()
+        z = Zygote(a, args.sandbox_lib)
+        z.relay_phase = lambda name, exclusive=False: None
+        z.jobs = 1
+        result = Job(z, msg.get("request") or {}, msg.get("limits") or {}).run()
+        json.dump(result, sys.stdout)
+        sys.stdout.write("\n")
+        b.close()
+        return 0
+    ap.error("one of --zygote, --once or --check is required")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""kgym_static.py -- static checks of a KernelBench candidate's source (kernel_code).
+
+Part of kgymd's python backend harness (kgym_harness.py imports it; both are
+installed in $(libexecdir)/kgym/).  Runs in the trusted zygote before any
+code of the task does, on Python's ast -- never on regular expressions: a
+candidate may not import modules that reach the operating system, the
+interpreter's machinery, the timer or other threads; may not touch
+torch.cuda.Event or elapsed_time; may not define tensor subclasses or
+override torch dispatch; may not patch imported modules.  A violation is a
+VALIDATION_ERROR naming the line; a SyntaxError is the candidate's
+COMPILATION_ERROR.  backend "triton" must define a @triton.jit function and
+backend "cuda" must call load_inline, or the backend's promise is empty.
+
+These checks are a filter, not a wall: a determined candidate can build a
+forbidden name from strings.  The sandbox (seccomp, Landlock) is what holds;
+tests/integration/test_python.py shows a string-built socket() killed.
+Standard library only.
+"""
+
+import ast
+
+# Modules kernel_code may not import (also as `from X import`, or a
+# submodule of them).  The issue's list, plus the other roads to the same
+# places: dynamic import, the builtins module, timers, threads, signals,
+# process creation and raw memory.
+FORBIDDEN_MODULES = {
+    "os": "operating-system access", "sys": "interpreter internals",
+    "subprocess": "process creation", "ctypes": "raw memory and C calls",
+    "gc": "reaching other objects", "inspect": "reaching other frames",
+    "threading": "hidden work on other threads", "multiprocessing": "process creation",
+    "socket": "network access", "importlib": "dynamic import", "builtins": "the import machinery",
+    "time": "the timer", "timeit": "the timer", "signal": "signals",
+    "_thread": "hidden work on other threads", "concurrent": "hidden work on other threads",
+    "asyncio": "hidden work on other threads", "posix": "operating-system access",
+    "_posixsubprocess": "process creation", "pty": "process creation", "runpy": "running other code",
+    "code": "running other code", "_ctypes": "raw memory and C calls", "cffi": "raw memory and C calls",
+    "torch.multiprocessing": "process creation", "torch.distributed": "network access",
+    "torch.utils.benchmark": "the timer",
+}
+# Names that reach the interpreter's machinery or patch dispatch.
+FORBIDDEN_NAMES = {
+    "__import__": "dynamic import", "__builtins__": "the import machinery",
+    "__subclasses__": "reaching other objects", "__globals__": "reaching other frames",
+    "__code__": "code objects", "__closure__": "reaching other frames",
+    "eval": "running other code", "exec": "running other code", "compile": "running other code",
+    "globals": "reaching other frames", "vars": "reaching other frames",
+    "breakpoint": "the debugger",
+    "__torch_function__": "overriding torch dispatch", "__torch_dispatch__": "overriding torch dispatch",
+    "_make_subclass": "tensor subclasses", "_make_wrapper_subclass": "tensor subclasses",
+    "elapsed_time": "the timer",
+}
+FORBIDDEN_DOTTED = {
+    "torch.cuda.Event": "the timer", "torch.Event": "the timer",
+    "torch.cuda.Event.elapsed_time": "the timer",
+}
+TENSOR_CLASSES = {"torch.Tensor", "torch._C._TensorBase", "torch._C.TensorBase", "torch.nn.Parameter",
+                  "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer"}
+
+
+class StaticChecker(ast.NodeVisitor):
+    """Walks kernel_code's tree; collects (line, message) violations."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.aliases = {}          # local name -> dotted name of what was imported
+        self.violations = []
+        self.triton_kernels = 0
+        self.load_inline_calls = 0
+
+    def bad(self, node, what, why):
+        self.violations.append((getattr(node, "lineno", 0), "%s is not allowed (%s)" % (what, why)))
+
+    def module_forbidden(self, dotted):
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            prefix = ".".join(parts[:i])
+            if prefix in FORBIDDEN_MODULES:
+                return FORBIDDEN_MODULES[prefix]
+        if self.backend != "cuda" and dotted.startswith("torch.utils.cpp_extension"):
+            return "only backend 'cuda' compiles C++"
+        return None
+
+    def dotted(self, node):
+        """a.b.c of an attribute chain, with the root resolved through the
+        import aliases; None when the root is not a plain name."""
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        root = self.aliases.get(node.id, node.id)
+        return ".".join([root] + list(reversed(parts)))
+
+    def root_is_import(self, node):
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id in self.aliases
+
+    def visit_Import(self, node):
+        for a in node.names:
+            why = self.module_forbidden(a.name)
+            if why:
+                self.bad(node, "import of module '%s'" % a.name, why)
+            local = a.asname or a.name.split(".")[0]
+            self.aliases[local] = a.name if a.asname else a.name.split(".")[0]
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node):
+        mod = node.module or ""
+        if node.level:
+            self.bad(node, "a relative import", "kernel_code is a single module")
+        why = self.module_forbidden(mod)
+        if why:
+            self.bad(node, "import from module '%s'" % mod, why)
+        for a in node.names:
+            if why:
+                self.aliases[a.asname or a.name] = mod + "." + a.name
+                continue
+            full = mod + "." + a.name if mod else a.name
+            if a.name == "*":
+                self.bad(node, "'from %s import *'" % mod, "names must be visible to the checks")
+                continue
+            why = self.module_forbidden(full) or FORBIDDEN_DOTTED.get(full) or FORBIDDEN_NAMES.get(a.name)
+            if why:
+                self.bad(node, "import of '%s'" % full, why)
+            self.aliases[a.asname or a.name] = full
+        self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if node.id in FORBIDDEN_NAMES:
+            self.bad(node, "'%s'" % node.id, FORBIDDEN_NAMES[node.id])
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node):
+        if node.attr in FORBIDDEN_NAMES:
+            self.bad(node, "'.%s'" % node.attr, FORBIDDEN_NAMES[node.attr])
+        d = self.dotted(node)
+        if d is not None:
+            if d in FORBIDDEN_DOTTED:
+                self.bad(node, "'%s'" % d, FORBIDDEN_DOTTED[d])
+            else:
+                why = self.module_forbidden(d) if "." in d and d.split(".")[0] in ("torch",) else None
+                if why and isinstance(node.ctx, ast.Load):
+                    self.bad(node, "'%s'" % d, why)
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node):
+        if node.name in FORBIDDEN_NAMES:
+            self.bad(node, "defining '%s'" % node.name, FORBIDDEN_NAMES[node.name])
+        for dec in node.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            d = self.dotted(target) or ""
+            if d in ("triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"):
+                self.triton_kernels += 1
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        for b in node.bases:
+            d = self.dotted(b)
+            if d in TENSOR_CLASSES:
+                self.bad(node, "class %s subclassing %s" % (node.name, d), "tensor subclasses")
+        self.generic_visit(node)
+
+    def check_target(self, node, target):
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                self.check_target(node, t)
+        elif isinstance(target, (ast.Attribute, ast.Subscript)) and self.root_is_import(target):
+            self.bad(node, "assigning to '%s'" % (self.dotted(target) if isinstance(target, ast.Attribute)
+                                                  else "an item of an imported module"),
+                     "patching imported modules")
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self.check_target(node, t)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        self.check_target(node, node.target)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node):
+        self.check_target(node, node.target)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node):
+        for t in node.targets:
+            self.check_target(node, t)
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        name = self.dotted(node.func) or ""
+        if name in ("setattr", "delattr") and node.args and self.root_is_import(node.args[0]):
+            self.bad(node, "%s() on an imported module" % name, "patching imported modules")
+        if name.endswith("load_inline") and (name == "load_inline" or name.startswith("torch.utils.cpp_extension")):
+            self.load_inline_calls += 1
+        self.generic_visit(node)
+
+
+def static_check(source, backend):
+    """(error_code, message) or None.  SyntaxError is a COMPILATION_ERROR
+    (the candidate did not compile); everything else a VALIDATION_ERROR."""
+    try:
+        tree = ast.parse(source, filename="kernel_code")
+    except SyntaxError as e:
+        return ("COMPILATION_ERROR", "kernel_code line %s: SyntaxError: %s\n%s" %
+                (e.lineno, e.msg, (e.text or "").rstrip()))
+    except (ValueError, RecursionError, MemoryError) as e:
+        return ("VALIDATION_ERROR", "kernel_code cannot be parsed: %s" % e)
+    c = StaticChecker(backend)
+    try:
+        c.visit(tree)
+    except RecursionError:
+        return ("VALIDATION_ERROR", "kernel_code is nested too deeply to check")
+    if backend == "triton" and c.triton_kernels == 0:
+        c.violations.append((1, "backend 'triton' promises Triton kernels, but kernel_code defines no "
+                                "@triton.jit function"))
+    if backend == "cuda" and c.load_inline_calls == 0:
+        c.violations.append((1, "backend 'cuda' promises CUDA kernels, but kernel_code never calls "
+                                "torch.utils.cpp_extension.load_inline"))
+    if not c.violations:
+        return None
+    c.violations.sort()
+    lines = source.splitlines()
+    msg = []
+    for line, what in c.violations[:10]:
+        text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        msg.append("kernel_code line %d: %s%s" % (line, what, (": " + text) if text else ""))
+    if len(c.violations) > 10:
+        msg.append("... and %d more" % (len(c.violations) - 10))
+    return ("VALIDATION_ERROR", "\n".join(msg))

@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""The KernelBench-format path end to end through a private kgymd, on the CPU.
+
+kernelbench workflow -> CPU worker -> python backend -> zygote -> reference
+and candidate processes (both sandboxed) -> verdict.  Tasks use
+"device":"cpu" and torch candidates (issue 6's CPU mode), so no GPU is
+needed; the plugins come from the build tree, the harness from the source
+tree, the sandbox library from the build tree.
+
+Checks: every torch example of examples/kernelbench gets its expected verdict
+(correct -> completed, correctness true, timings; wrong -> completed,
+correctness false, CORRECTNESS_ERROR); forbidden imports are a
+VALIDATION_ERROR naming the line; a candidate opening a socket (past the
+static checks) is killed by seccomp and one reading the task store is
+stopped by Landlock (SANDBOX_VIOLATION); identity on a ReLU problem fails the
+signed-input trial; exceptions and crashes are RUNTIME_ERROR with
+compiled:true; a hang is a TIMEOUT_ERROR naming the phase; input mutation and
+misbehaving timed calls are REWARD_HACKs; the reference timing cache hits on
+the second task of a problem and force_refresh bypasses it; malformed
+payloads are rejected at submit naming the field; one zygote serves many
+jobs.
+
+Skips (77) when the configured interpreter (KGYM_PYTHON, default
+/usr/bin/python3) cannot import torch, or the python plugin was not built.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import kgymtest as k
+
+PY = os.environ.get("KGYM_PYTHON", "/usr/bin/python3")
+EXAMPLES = os.path.join(k.srcdir(), "examples", "kernelbench")
+HARNESS = os.path.join(k.srcdir(), "plugins", "python", "kgym_harness.py")
+
+
+def plugin_path(name):
+    return os.path.join(k.builddir(), "plugins", ".libs", name + ".so")
+
+
+def sandbox_lib():
+    return os.path.join(k.builddir(), "plugins", "python", ".libs", "libkgym_sandbox.so")
+
+
+def have_torch():
+    try:
+        p = subprocess.run([PY, "-c", "import torch"], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return p.returncode == 0
+
+
+class PyDaemon(k.Daemon):
+    """A private kgymd with the kernelbench workflow and the python backend."""
+
+    def __init__(self, python_conf=None, **kw):
+        self.pdir = tempfile.mkdtemp(prefix="kgym-plugins-")
+        for name in ("kernelbench", "python"):
+            dst = os.path.join(self.pdir, name + ".so")
+            shutil.copyfile(plugin_path(name), dst)
+            os.chmod(dst, 0o755)
+        keys = {"interpreter": PY, "harness": HARNESS, "sandbox_lib": sandbox_lib(),
+                "correctness_timeout": "10", "timing_timeout": "60", "max_output_bytes": "256M"}
+        keys.update(python_conf or {})
+        conf = "[plugin.python]\n" + "".join("%s = %s\n" % kv for kv in sorted(keys.items()))
+        kw.setdefault("workers_conf", "cpu_workers = 2\ncompile_deadline = 120\ncorrectness_deadline = 120\n"
+                                      "timing_deadline = 120\njob_deadline = 120\nstart_timeout = 60")
+        super().__init__(plugin_dirs=[self.pdir], extra_conf=conf, **kw)
+
+    def cleanup(self):
+        super().cleanup()
+        shutil.rmtree(self.pdir, ignore_errors=True)
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def task(task_id, reference, kernel, **payload):
+    p = {"reference_code": reference, "kernel_code": kernel, "backend": "torch", "device": "cpu",
+         "num_correct_trials": 5, "num_perf_trials": 10, "num_warmup": 1}
+    p.update(payload)
+    return {"task_id": task_id, "workflow": "kernelbench", "timeout_s": 300, "payload": p}
+
+
+def example(problem, variant, task_id=None, **payload):
+    d = os.path.join(EXAMPLES, problem)
+    return task(task_id or "%s-%s" % (problem, variant), read(os.path.join(d, "reference.py")),
+                read(os.path.join(d, variant + ".py")), **payload)
+
+
+def run_tasks(d, tasks, timeout=600):
+    """Submit and wait; {task_id: result}."""
+    c = d.connect()
+    c.sock.settimeout(timeout)
+    try:
+        r = c.request({"op": "submit", "tasks": tasks})
+        k.check(r["ok"] and not r["rejected"], "all accepted: %r" % (r,))
+        ids = [a["task_id"] for a in r["accepted"]]
+        rid = c.send({"op": "wait", "task_ids": ids, "timeout_ms": timeout * 1000})
+        events, final = c.collect_wait(rid)
+        k.check(final.get("ok") and not final.get("pending"), "all ended: %r" % (final,))
+        return {e["task_id"]: e["result"] for e in events}
+    finally:
+        c.close()
+
+
+def show(res):
+    return json.dumps({key: res.get(key) for key in ("status", "compiled", "correctness", "error_code",
+                                                       "error_message", "kernel_runtime")})[:1500]
+
+
+RELU_REF = read(os.path.join(EXAMPLES, "relu", "reference.py"))
+
+CANDIDATE_HEAD = "import torch\nimport torch.nn as nn\n\n\n"
+
+
+def relu_candidate(body, prelude=""):
+    """A ModelNew for the ReLU problem whose forward is `body` (one line)."""
+    return (CANDIDATE_HEAD + prelude + "class ModelNew(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n\n    def forward(self, x):\n        %s\n" % body)
+
+
+# ------------------------------------------------------------ tests
+
+D = None   # one daemon for the whole file: each worker's zygote starts once
+
+
+def test_examples():
+    """Every torch example gets the verdict expected.json gives it."""
+    expected = json.loads(read(os.path.join(EXAMPLES, "expected.json")))
+    tasks = []
+    for key, exp in sorted(expected.items()):
+        problem, variant = key.split("/")
+        if exp.get("device") == "cpu":
+            tasks.append(example(problem, variant, task_id=key.replace("/", "-")))
+    k.check(len(tasks) >= 12, "at least 6 problems with a correct and a wrong torch candidate")
+    results = run_tasks(D, tasks)
+    for t in tasks:
+        key = t["task_id"].replace("-", "/", 1)
+        exp, res = expected[key], results[t["task_id"]]
+        what = "%s: %s" % (key, show(res))
+        for field in ("status", "correctness", "error_code"):
+            k.check(res.get(field) == exp[field], "%s (expected %s %r)" % (what, field, exp[field]))
+        k.check(res["compiled"] is True, what)
+        meta = res["metadata"]
+        k.check(meta["sandbox"]["seccomp"] is True, "%s: the candidate ran under seccomp" % what)
+        k.check(meta["device"] == "cpu" and meta["workflow"] == "kernelbench", what)
+        trials = res["correctness_trials"]
+        k.check(len([x for x in trials if not x["signed_inputs"]]) == 5, "%s: 5 seeded trials" % what)
+        if exp["correctness"]:
+            k.check(all(x["passed"] for x in trials if x.get("passed") is not None), what)
+            k.check(res["kernel_runtime"] > 0 and res["reference_runtime"] > 0 and res["speedup"] > 0, what)
+            tk = res["timing"]["kernel"]
+            k.check(tk["trials"] >= 1 and tk["min_ms"] <= tk["median_ms"] <= tk["max_ms"], what)
+            k.check(meta["timed_outputs_checked"] == 1, what)
+        else:
+            k.check(res["kernel_runtime"] == -1 and res["speedup"] == -1, what)
+            k.check("differ" in res["error_message"], what)
+
+
+def test_forbidden_import():
+    src = relu_candidate("return x.clamp_min(0)", "import os\n")
+    line = src.splitlines().index("import os") + 1
+    others = [
+        (relu_candidate("return x.clamp_min(0)", "from subprocess import run\n"), "subprocess"),
+        (relu_candidate("return x.clamp_min(0)", "t = torch.cuda.Event(enable_timing=True)\n"),
+         "torch.cuda.Event"),
+        (relu_candidate("return x.clamp_min(0)", "class T(torch.Tensor):\n    pass\n"), "subclass"),
+        (relu_candidate("return x.clamp_min(0)", "torch.allclose = lambda *a, **k: True\n"), "patching"),
+        (relu_candidate("return __import__('os').getpid()"), "__import__"),
+        (relu_candidate("return x.clamp_min(0)", "import time\n"), "time"),
+    ]
+    tasks = [task("forbid-os", RELU_REF, src)] + [task("forbid-%d" % i, RELU_REF, s) for i, (s, _) in
+                                                  enumerate(others)]
+    res = run_tasks(D, tasks)
+    r = res["forbid-os"]
+    k.check(r["status"] == "failed" and r["error_code"] == "VALIDATION_ERROR" and r["compiled"] is False, show(r))
+    k.check("line %d" % line in r["error_message"] and "'os'" in r["error_message"], show(r))
+    for i, (_, word) in enumerate(others):
+        r = res["forbid-%d" % i]
+        k.check(r["error_code"] == "VALIDATION_ERROR" and word in r["error_message"], "%s: %s" % (word, show(r)))
+
+
+def test_syntax_error_is_compilation_error():
+    r = run_tasks(D, [task("syntax", RELU_REF, relu_candidate("return x.clamp_min(0"))])["syntax"]
+    k.check(r["status"] == "failed" and r["error_code"] == "COMPILATION_ERROR" and not r["compiled"], show(r))
+    k.check("SyntaxError" in r["error_message"] and "line" in r["error_message"], show(r))
+
+
+def test_sandbox_socket_killed():
+    """Past the static checks (a string-built import), socket() meets seccomp."""
+    prelude = ("_imp = torch.__dict__['__bui' + 'ltins__']['__imp' + 'ort__']\n"
+               "_imp('soc' + 'ket').socket()\n")
+    r = run_tasks(D, [task("socket", RELU_REF, relu_candidate("return x", prelude))])["socket"]
+    k.check(r["status"] == "failed" and r["error_code"] == "SANDBOX_VIOLATION", show(r))
+    k.check("SIGSYS" in r["error_message"], show(r))
+
+
+def test_sandbox_task_store_unreadable():
+    store = os.path.join(D.state_dir, "tasks.db")
+    k.check(os.path.exists(store), "the store is at %s" % store)
+    prelude = "_stolen = open(%r, 'rb').read()\n" % store
+    r = run_tasks(D, [task("store", RELU_REF, relu_candidate("return x", prelude))])["store"]
+    if r["metadata"].get("sandbox", {}).get("landlock_abi") == 0:
+        raise k.Skip("the kernel has no Landlock: files are not restricted here")
+    k.check(r["status"] == "failed" and r["error_code"] == "SANDBOX_VIOLATION", show(r))
+    k.check("tasks.db" in r["error_message"], show(r))
+
+
+def test_identity_fails_signed_trial():
+    r = run_tasks(D, [task("identity", RELU_REF, relu_candidate("return x.clone()"))])["identity"]
+    k.check(r["status"] == "completed" and r["correctness"] is False, show(r))
+    k.check(r["error_code"] == "CORRECTNESS_ERROR" and "signed-input trial" in r["error_message"], show(r))
+    signed = [x for x in r["correctness_trials"] if x["signed_inputs"]]
+    k.check(len(signed) == 1 and signed[0]["passed"] is False, r["correctness_trials"])
+    k.check(all(x["passed"] for x in r["correctness_trials"] if not x["signed_inputs"]), show(r))
+    k.check(r["metadata"]["hack"]["kind"] == "only_correct_on_nonnegative_inputs", r["metadata"])
+
+
+def test_runtime_error_and_crash():
+    raising = relu_candidate("return self.helper(x)").replace(
+        "    def forward", "    def helper(self, x):\n        raise ValueError('kernel exploded')\n\n    def forward")
+    crash = relu_candidate("return faulthandler._sigsegv()", "import faulthandler\n")
+    res = run_tasks(D, [task("raises", RELU_REF, raising), task("crash", RELU_REF, crash)])
+    r = res["raises"]
+    k.check(r["status"] == "completed" and r["compiled"] is True and r["correctness"] is False, show(r))
+    k.check(r["error_code"] == "RUNTIME_ERROR" and "kernel exploded" in r["error_message"], show(r))
+    k.check("ValueError" in r["error_message"] and "line" in r["error_message"], show(r))
+    r = res["crash"]
+    k.check(r["status"] == "completed" and r["compiled"] is True and r["correctness"] is False, show(r))
+    k.check(r["error_code"] == "RUNTIME_ERROR" and "SIGSEGV" in r["error_message"], show(r))
+
+
+def test_hang_times_out():
+    r = run_tasks(D, [task("hang", RELU_REF, relu_candidate("return self.spin(x)").replace(
+        "    def forward", "    def spin(self, x):\n        while True:\n            pass\n\n    def forward"))])["hang"]
+    k.check(r["status"] == "failed" and r["error_code"] == "TIMEOUT_ERROR", show(r))
+    k.check("correctness phase" in r["error_message"], show(r))
+    k.check(r["compiled"] is True, show(r))
+
+
+def test_reward_hacks():
+    mutate = relu_candidate("return x.clamp_min_(0)")
+    # Right for the correctness trials (5 seeded + the signed one), wrong when timed.
+    twofaced = relu_candidate("return self.f(x)", "calls = [0]\n\n\n").replace(
+        "    def forward", "    def f(self, x):\n        calls[0] += 1\n"
+        "        return x.clamp_min(0) if calls[0] <= 6 else torch.zeros_like(x)\n\n    def forward")
+    res = run_tasks(D, [task("mutate", RELU_REF, mutate), task("twofaced", RELU_REF, twofaced)])
+    r = res["mutate"]
+    k.check(r["correctness"] is False and r["error_code"] == "REWARD_HACK", show(r))
+    k.check(r["metadata"]["hack"]["kind"] == "input_mutation", r["metadata"])
+    r = res["twofaced"]
+    k.check(r["status"] == "completed" and r["correctness"] is False and r["error_code"] == "REWARD_HACK", show(r))
+    k.check(r["metadata"]["hack"]["kind"] == "timed_outputs_differ", r["metadata"])
+
+
+def test_reference_timing_cache():
+    # A reference no earlier test used (the key covers its code).
+    tag = "\n# cache test %s\n" % os.urandom(8).hex()
+
+    def t(task_id, **kw):
+        x = example("softmax", "torch_correct", task_id=task_id, **kw)
+        x["payload"]["reference_code"] += tag
+        return x
+    first = run_tasks(D, [t("cache-1")])["cache-1"]
+    second = run_tasks(D, [t("cache-2")])["cache-2"]
+    forced = run_tasks(D, [t("cache-3", force_refresh=True)])["cache-3"]
+    k.check(first["metadata"]["reference_timing_cache"] == "miss", first["metadata"])
+    k.check(first["metadata"]["reference_timing_cached"] is False, first["metadata"])
+    k.check(second["metadata"]["reference_timing_cache"] == "hit", second["metadata"])
+    k.check(second["metadata"]["reference_timing_cached"] is True, second["metadata"])
+    k.check(second["reference_runtime"] == first["reference_runtime"], "the cached median is the first's")
+    k.check(forced["metadata"]["reference_timing_cache"] == "refresh", forced["metadata"])
+    k.check(forced["metadata"]["reference_timing_cached"] is False, forced["metadata"])
+
+
+def test_zygote_serves_many_jobs():
+    res = run_tasks(D, [example("relu", "torch_correct", task_id="z%d" % i) for i in range(4)])
+    pids = {}
+    for r in res.values():
+        pids.setdefault(r["metadata"]["zygote_pid"], []).append(r["metadata"]["zygote_jobs"])
+    k.check(len(pids) <= 2, "one zygote per CPU worker: %r" % pids)
+    k.check(max(max(v) for v in pids.values()) >= 3, "a zygote served several jobs: %r" % pids)
+
+
+def test_validation_at_submit():
+    base = example("relu", "torch_correct")["payload"]
+    cases = [
+        ({"kernel_code": None}, ["kernel_code", "required"]),
+        ({"reference_code": 5}, ["reference_code", "string"]),
+        ({"num_correct_trials": "5"}, ["num_correct_trials"]),
+        ({"num_perf_trials": 0}, ["num_perf_trials"]),
+        ({"run_performance": "yes"}, ["run_performance"]),
+        ({"entry_point": "1abc"}, ["entry_point"]),
+        ({"reference_backend": "jit"}, ["reference_backend", "jit"]),
+        ({"device": "tpu"}, ["device", "tpu"]),
+        ({"backend": "triton"}, ["device", "triton"]),
+        ({"timeout": -1}, ["timeout"]),
+    ]
+    tasks = []
+    for i, (change, _) in enumerate(cases):
+        p = dict(base)
+        for key, v in change.items():
+            if v is None:
+                p.pop(key)
+            else:
+                p[key] = v
+        tasks.append({"task_id": "bad%d" % i, "workflow": "kernelbench", "payload": p})
+    r = D.request({"op": "submit", "tasks": tasks})
+    k.check(r["ok"] and not r["accepted"] and len(r["rejected"]) == len(cases), r)
+    for rej, (_, words) in zip(r["rejected"], cases):
+        for w in words:
+            k.check(w in rej["error"]["message"], "%r should name %r" % (rej["error"]["message"], w))
+    # unknown fields are ignored
+    good = example("relu", "torch_correct", task_id="unknown-fields")
+    good["payload"].update(is_valid=True, verbose_errors=True, uuid="x")
+    r = D.request({"op": "submit", "task": good})
+    k.check(r["ok"] and r["accepted"], r)
+
+
+def test_gpu_backends_need_a_gpu():
+    """backend triton/cuda go to a GPU slot: with none, RESOURCE_ERROR."""
+    t = example("relu", "torch_correct", task_id="no-gpu", device="cuda")
+    t["payload"]["backend"] = "triton"
+    r = run_tasks(D, [t])["no-gpu"]
+    k.check(r["status"] == "failed" and r["error_code"] == "RESOURCE_ERROR", show(r))
+
+
+def main():
+    global D
+    if not os.path.exists(plugin_path("python")) or not os.path.exists(sandbox_lib()):
+        print("SKIP: the python plugin or libkgym_sandbox.so was not built")
+        sys.exit(k.SKIP)
+    if not have_torch():
+        print("SKIP: %s cannot import torch (apt-get install python3-torch)" % PY)
+        sys.exit(k.SKIP)
+    D = PyDaemon()
+    try:
+        D.start()
+        tests = [test_examples, test_forbidden_import, test_syntax_error_is_compilation_error,
+                 test_sandbox_socket_killed, test_sandbox_task_store_unreadable, test_identity_fails_signed_trial,
+                 test_runtime_error_and_crash, test_hang_times_out, test_reward_hacks,
+                 test_reference_timing_cache, test_zygote_serves_many_jobs, test_validation_at_submit,
+                 test_gpu_backends_need_a_gpu]
+        try:
+            k.run(tests)
+        except SystemExit as e:
+            if e.code not in (0, k.SKIP):
+                sys.stderr.write("--- kgymd log (tail) ---\n" + D.read_log()[-15000:])
+            raise
+    finally:
+        try:
+            D.stop()
+        finally:
+            D.cleanup()
+
+
+if __name__ == "__main__":
+    main()
