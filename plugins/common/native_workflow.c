@@ -47,6 +47,7 @@
 
 #include <openssl/evp.h>
 
+#include "json_lru.h"
 #include "native_workflow.h"
 
 #define NW_BACKEND		"nvrtc"
@@ -79,17 +80,8 @@ static struct {
 	double max_timing_ms;		/* 0: the backend's default */
 } cfg;
 
-/* One cached reference cubin. */
-struct nw_ref {
-	unsigned char key[32];
-	json_t *cubin_b64;		/* a JSON string, shared with requests */
-	size_t bytes;
-	TAILQ_ENTRY(nw_ref) lru;	/* most recently used first */
-};
-TAILQ_HEAD(nw_ref_list, nw_ref);
-static struct nw_ref_list nw_refs = TAILQ_HEAD_INITIALIZER(nw_refs);
-static size_t nw_nrefs;
-static uint64_t nw_ref_total;
+/* Compiled reference cubins (base64 JSON strings, shared with requests). */
+static struct json_lru *nw_refs;
 
 /* Per task, from start() until the task ends. */
 struct nw_task {
@@ -283,71 +275,20 @@ nw_read_config(char **ret_cause)
 
 /* ------------------------------------------------------------ reference cubin cache */
 
-static void
-nw_ref_free(struct nw_ref *r)
-{
-	TAILQ_REMOVE(&nw_refs, r, lru);
-	nw_nrefs--;
-	nw_ref_total -= r->bytes;
-	json_decref(r->cubin_b64);
-	free(r);
-}
-
-/* Evict from the cold end until the cache fits its limits. */
-static void
-nw_ref_trim(void)
-{
-	while (!TAILQ_EMPTY(&nw_refs) &&
-	    (nw_nrefs > cfg.ref_entries || nw_ref_total > cfg.ref_bytes))
-		nw_ref_free(TAILQ_LAST(&nw_refs, nw_ref_list));
-}
-
-/*
- * A linear search: at the default 1,024 entries it costs microseconds per
- * task, far below one compile, and keeps the LRU order trivially right.
- */
 static json_t *
 nw_ref_find(const unsigned char key[32])
 {
-	struct nw_ref *r;
-
-	TAILQ_FOREACH(r, &nw_refs, lru) {
-		if (memcmp(r->key, key, 32) == 0) {
-			TAILQ_REMOVE(&nw_refs, r, lru);
-			TAILQ_INSERT_HEAD(&nw_refs, r, lru);
-			return r->cubin_b64;
-		}
-	}
-	return NULL;
+	return nw_refs != NULL ? json_lru_get(nw_refs, key) : NULL;
 }
 
 static void
 nw_ref_put(const unsigned char key[32], json_t *cubin_b64)
 {
-	struct nw_ref *r;
-
-	if (cfg.ref_entries == 0)
-		return;
-	TAILQ_FOREACH(r, &nw_refs, lru)
-		if (memcmp(r->key, key, 32) == 0)
-			break;
-	if (r != NULL)
-		nw_ref_free(r);
-	if ((r = calloc(1, sizeof *r)) == NULL)
-		return;		/* a cache that cannot grow is only slower */
-	memcpy(r->key, key, 32);
-	r->cubin_b64 = json_incref(cubin_b64);
-	r->bytes = json_string_length(cubin_b64);
-	TAILQ_INSERT_HEAD(&nw_refs, r, lru);
-	nw_nrefs++;
-	nw_ref_total += r->bytes;
-	nw_ref_trim();
+	if (nw_refs != NULL)
+		json_lru_put(nw_refs, key, cubin_b64, json_string_length(cubin_b64),
+		    cfg.ref_entries, cfg.ref_bytes);
 }
 
-/*
- * The key of a reference program: SHA-256 over the architecture, the source
- * and the options, each NUL-terminated so no two splits collide.
- */
 static int
 nw_ref_key(const char *arch, const struct spec_program *p, unsigned char key[32])
 {
@@ -916,13 +857,15 @@ nw_init(const struct nw_kind *kind, const struct kgym_host *h,
 		    kind->name);
 	if ((r = nw_read_config(ret_cause)) < 0)
 		return r;
-	nw_ref_trim();		/* a reload may have lowered the limits */
+	if (nw_refs == NULL && (nw_refs = json_lru_new()) == NULL)
+		return nw_cause(ret_cause, -ENOMEM, "out of memory");
+	json_lru_trim(nw_refs, cfg.ref_entries, cfg.ref_bytes);
 	return 0;
 }
 
 void
 nw_fini(void)
 {
-	while (!TAILQ_EMPTY(&nw_refs))
-		nw_ref_free(TAILQ_FIRST(&nw_refs));
+	json_lru_free(nw_refs);
+	nw_refs = NULL;
 }

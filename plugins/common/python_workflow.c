@@ -45,6 +45,7 @@
 
 #include <openssl/evp.h>
 
+#include "json_lru.h"
 #include "python_workflow.h"
 
 #define PW_DEFAULT_CACHE	1024
@@ -71,14 +72,8 @@ static struct {
 	char *device;
 } pw_env[PW_NCLASS];
 
-struct pw_entry {
-	unsigned char key[32];
-	json_t *timing;			/* {"env":{torch,device}, "stats":{...}} */
-	TAILQ_ENTRY(pw_entry) lru;	/* most recently used first */
-};
-TAILQ_HEAD(pw_entry_list, pw_entry);
-static struct pw_entry_list pw_cache = TAILQ_HEAD_INITIALIZER(pw_cache);
-static size_t pw_ncache;
+/* Reference timings: {"env":{torch,device}, "stats":{...}} by key. */
+static struct json_lru *pw_cache;
 
 struct pw_task {
 	int cls;			/* PW_CPU or PW_CUDA */
@@ -311,56 +306,18 @@ pw_validate(const json_t *payload, char **ret_cause)
 
 /* ------------------------------------------------------------ reference timing cache */
 
-static void
-pw_entry_free(struct pw_entry *e)
-{
-	TAILQ_REMOVE(&pw_cache, e, lru);
-	pw_ncache--;
-	json_decref(e->timing);
-	free(e);
-}
-
-static void
-pw_cache_trim(void)
-{
-	while (!TAILQ_EMPTY(&pw_cache) && pw_ncache > cfg.cache_entries)
-		pw_entry_free(TAILQ_LAST(&pw_cache, pw_entry_list));
-}
-
 static json_t *
 pw_cache_find(const unsigned char key[32])
 {
-	struct pw_entry *e;
-
-	TAILQ_FOREACH(e, &pw_cache, lru) {
-		if (memcmp(e->key, key, 32) == 0) {
-			TAILQ_REMOVE(&pw_cache, e, lru);
-			TAILQ_INSERT_HEAD(&pw_cache, e, lru);
-			return e->timing;
-		}
-	}
-	return NULL;
+	return pw_cache != NULL ? json_lru_get(pw_cache, key) : NULL;
 }
 
 static void
 pw_cache_put(const unsigned char key[32], json_t *timing)
 {
-	struct pw_entry *e;
-
-	if (cfg.cache_entries == 0)
-		return;
-	TAILQ_FOREACH(e, &pw_cache, lru)
-		if (memcmp(e->key, key, 32) == 0)
-			break;
-	if (e != NULL)
-		pw_entry_free(e);
-	if ((e = calloc(1, sizeof *e)) == NULL)
-		return;		/* a cache that cannot grow is only slower */
-	memcpy(e->key, key, 32);
-	e->timing = json_incref(timing);
-	TAILQ_INSERT_HEAD(&pw_cache, e, lru);
-	pw_ncache++;
-	pw_cache_trim();
+	/* Timings are small: only their number is bounded. */
+	if (pw_cache != NULL)
+		json_lru_put(pw_cache, key, timing, 0, cfg.cache_entries, UINT64_MAX);
 }
 
 static int
@@ -684,7 +641,9 @@ pw_init(const struct kgym_host *h, const struct kgym_plugin_handle *s, char **re
 		return r;
 	if (pw_perf_seed[0] == '\0' && (r = pw_random_hex(pw_perf_seed, sizeof pw_perf_seed)) < 0)
 		return pw_cause(ret_cause, r, "getrandom: %s", strerror(-r));
-	pw_cache_trim();	/* a reload may have lowered the limit */
+	if (pw_cache == NULL && (pw_cache = json_lru_new()) == NULL)
+		return pw_cause(ret_cause, -ENOMEM, "out of memory");
+	json_lru_trim(pw_cache, cfg.cache_entries, UINT64_MAX);
 	return 0;
 }
 
@@ -693,8 +652,8 @@ pw_fini(void)
 {
 	int i;
 
-	while (!TAILQ_EMPTY(&pw_cache))
-		pw_entry_free(TAILQ_FIRST(&pw_cache));
+	json_lru_free(pw_cache);
+	pw_cache = NULL;
 	for (i = 0; i < PW_NCLASS; i++) {
 		free(pw_env[i].torch);
 		free(pw_env[i].device);
