@@ -194,7 +194,7 @@ static const struct config_key config_keys[] = {
 	{ "workers", "max_message_bytes", "64M", config_parse_bytes, CS_SIZE,
 	    OFF(max_message_bytes), 0, CONFIG_MIB, CONFIG_GIB, true,
 	    "largest message (a job's result) a worker may send" },
-	{ "workers", "compile_deadline", "60", config_parse_timeout, CS_DOUBLE,
+	{ "workers", "compile_deadline", "240", config_parse_timeout, CS_DOUBLE,
 	    OFF(compile_deadline_s), 0, 0, CONFIG_DAY, true,
 	    "deadline of a job's compile phase" },
 	{ "workers", "correctness_deadline", "120", config_parse_timeout, CS_DOUBLE,

@@ -30,6 +30,19 @@
  * under.  A name unknown on this architecture is skipped.  The few calls that
  * are allowed only with certain arguments, or that fail with an errno rather
  * than kill, are described once, in sandbox_specials[].
+ *
+ * One process kind gets more: a KernelBench candidate whose backend must
+ * compile (Triton's ptxas and launcher stub, load_inline's ninja and nvcc)
+ * runs under the *compiler profile* (allow_exec_compilers).  It may create
+ * processes and exec, but Landlock then grants EXECUTE on the listed
+ * compilers and the dynamic loader only -- no other file anywhere has it,
+ * in any profile, and nothing writable may be listed -- and it is refused
+ * outright on a kernel without Landlock.  Whatever it starts inherits the
+ * same filter, Landlock domain and rlimits (a seccomp filter and a
+ * Landlock domain survive fork and execve, and NO_NEW_PRIVS stops a setuid
+ * program from shedding them), so a compiler, or something posing as one,
+ * cannot open a socket, ptrace, or read the task store either.  Workers
+ * and the trusted reference process never get it.
  */
 #include "config.h"
 
@@ -44,6 +57,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,7 +157,9 @@ static const char *const sandbox_gpu[] = {
  * signals or limits beyond our own, namespaces, mounts, the kernel's own
  * administration, identity changes, and mode or owner changes, which Landlock
  * does not mediate).  A few appear in the tables above with an argument
- * condition; a backend cannot lift the condition.
+ * condition; a backend cannot lift the condition.  New processes and
+ * programs come only with the compiler profile (sandbox_exec[]), which
+ * ties them to Landlock's EXECUTE rules; a plain syscalls list cannot.
  */
 static const char *const sandbox_never[] = {
 	"execve", "execveat", "fork", "vfork", "clone", "clone3",
@@ -168,6 +184,34 @@ static const char *const sandbox_never[] = {
 	NULL,
 };
 
+/*
+ * The compiler profile's additions (allow_exec_compilers), found with
+ * strace -f over load_inline builds (ninja, /bin/sh, c++, cc1plus, as,
+ * collect2, ld) and nvcc (sh, gcc, cicc, ptxas, fatbinary, cudafe++) on
+ * Debian 12.  Beyond these, clone may create processes (any clone without
+ * a CLONE_NEW* flag), and chmod and signals to other processes fail softly
+ * (sandbox_specials[]).
+ *
+ * Deliberately absent: execveat.  It runs a descriptor (fexecve), which
+ * may be a memfd that no Landlock rule can see; no compiler uses it.
+ * Also setsid, and everything of sandbox_never[] not named here.
+ */
+static const char *const sandbox_exec[] = {
+	"execve",			/* the compilers themselves */
+	"fork", "vfork",		/* posix_spawn, subprocess, sh, gcc's pex */
+	"wait4", "waitid",		/* reaping them: own children only */
+	"chdir", "fchdir",		/* subprocess(cwd=), ninja -C, sh's cd */
+	"umask",			/* ld reads it to set its output's mode */
+	/* ninja spawns each command in its own group (POSIX_SPAWN_SETPGROUP);
+	 * the harness reaps whatever a candidate leaves behind as a subreaper,
+	 * so a new group does not outlive the job */
+	"setpgid", "getpgid", "getpgrp",
+	/* a fresh program's libc sets its TLS base (ARCH_SET_FS) and asks for
+	 * CET/AMX state: all of it the calling process's own */
+	"arch_prctl",
+	NULL,
+};
+
 enum sandbox_cond {
 	SB_COND_NONE,
 	SB_COND_THREAD,			/* clone: CLONE_THREAD, no namespace */
@@ -175,34 +219,61 @@ enum sandbox_cond {
 	SB_COND_GET_ONLY,		/* prlimit64: new_limit (arg 2) NULL */
 	SB_COND_AF_UNIX,		/* socket: domain AF_UNIX */
 	SB_COND_PRCTL_NAME,		/* prctl: PR_SET_NAME, PR_GET_NAME */
+	SB_COND_NO_NS,			/* clone, compiler profile: no namespace */
 };
 
 struct sandbox_special {
 	const char *name;
 	enum sandbox_cond cond;		/* when the name is allowed */
 	int err;			/* when not allowed: fail with this, not kill */
+	bool exec_only;			/* err applies under the compiler profile only */
 	const char *note;
 };
 
 static const struct sandbox_special sandbox_specials[] = {
-	{ "clone", SB_COND_THREAD, 0,
-	    "threads only: CLONE_THREAD set and no CLONE_NEW* flag" },
-	{ "clone3", SB_COND_NONE, ENOSYS,
+	/* The compiler profile loosens the condition to SB_COND_NO_NS. */
+	{ "clone", SB_COND_THREAD, 0, false,
+	    "threads only: CLONE_THREAD set and no CLONE_NEW* flag; under the "
+	    "compiler profile, any clone without a CLONE_NEW* flag" },
+	{ "clone3", SB_COND_NONE, ENOSYS, false,
 	    "fails with ENOSYS: its flags sit behind a pointer seccomp cannot "
 	    "read; glibc then falls back to clone" },
-	{ "kill", SB_COND_SELF, 0, "to this process only" },
-	{ "tgkill", SB_COND_SELF, 0, "to this process's threads only" },
+	/*
+	 * The pid is the sandboxed process's own.  Under the compiler profile
+	 * another pid fails with EPERM instead of killing: ninja signals its
+	 * commands' process groups when a build fails, and a compiler's own
+	 * raise() has a pid of its own.  Either way no signal leaves.
+	 */
+	{ "kill", SB_COND_SELF, EPERM, true, "to this process only; under the "
+	    "compiler profile another pid fails with EPERM" },
+	{ "tgkill", SB_COND_SELF, EPERM, true, "to this process's threads "
+	    "only; under the compiler profile another pid fails with EPERM" },
 	/*
 	 * NVRTC raises its own RLIMIT_STACK on every compile and carries on
 	 * when refused: setting fails with EPERM rather than killing.
 	 */
-	{ "prlimit64", SB_COND_GET_ONLY, EPERM,
+	{ "prlimit64", SB_COND_GET_ONLY, EPERM, false,
 	    "reading only (new_limit NULL); setting fails with EPERM" },
-	{ "prctl", SB_COND_PRCTL_NAME, 0, "PR_SET_NAME and PR_GET_NAME only" },
-	{ "socket", SB_COND_AF_UNIX, 0, "AF_UNIX only, where a list has it" },
-	{ "ioctl", SB_COND_NONE, ENOTTY,
+	{ "prctl", SB_COND_PRCTL_NAME, 0, false,
+	    "PR_SET_NAME and PR_GET_NAME only" },
+	{ "socket", SB_COND_AF_UNIX, 0, false,
+	    "AF_UNIX only, where a list has it" },
+	{ "ioctl", SB_COND_NONE, ENOTTY, false,
 	    "where not allowed (CPU workers) fails with ENOTTY, which isatty() "
 	    "expects" },
+	/*
+	 * ld makes its output executable with chmod and carries on when
+	 * refused (a shared object loads without the x bits).  A mode change
+	 * is not Landlock's to mediate, so it never happens; only under the
+	 * compiler profile is the refusal soft.
+	 */
+	{ "chmod", SB_COND_NONE, EPERM, true,
+	    "under the compiler profile fails with EPERM (ld's chmod of its "
+	    "output); elsewhere kills" },
+	{ "fchmod", SB_COND_NONE, EPERM, true,
+	    "under the compiler profile fails with EPERM; elsewhere kills" },
+	{ "fchmodat", SB_COND_NONE, EPERM, true,
+	    "under the compiler profile fails with EPERM; elsewhere kills" },
 };
 
 /* Namespace flags a thread must not ask for (CLONE_NEWTIME shares bits
@@ -270,6 +341,12 @@ sandbox_never_syscalls(void)
 	return sandbox_never;
 }
 
+const char *const *
+sandbox_exec_syscalls(void)
+{
+	return sandbox_exec;
+}
+
 const char *
 sandbox_syscall_note(const char *name)
 {
@@ -277,6 +354,73 @@ sandbox_syscall_note(const char *name)
 
 	sp = sandbox_special_find(name);
 	return sp != NULL ? sp->note : NULL;
+}
+
+/* Whether `path` is `dir` or lies beneath it, by name (both absolute). */
+static bool
+sandbox_path_within(const char *dir, const char *path)
+{
+	size_t n = strlen(dir);
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (strncmp(dir, path, n) != 0)
+		return false;
+	return path[n] == '\0' || path[n] == '/' || (n == 1 && dir[0] == '/');
+}
+
+/*
+ * The compiler profile's paths: given exactly when the profile is on,
+ * absolute, and apart from everything writable -- a file the job may write
+ * must never be one it may execute.  Compared by name: the caller is
+ * trusted and lists real paths; this catches mistakes, not malice.
+ */
+static int
+sandbox_exec_paths_check(const struct sandbox_policy *p, char **ret_cause)
+{
+	const char *const *e, *const *w;
+
+	if (!p->allow_exec_compilers) {
+		if (p->exec_paths != NULL && p->exec_paths[0] != NULL) {
+			sandbox_cause(ret_cause, "sandbox: exec_paths given "
+			    "without the compiler profile");
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (p->exec_paths == NULL || p->exec_paths[0] == NULL) {
+		sandbox_cause(ret_cause, "sandbox: the compiler profile needs "
+		    "the compilers' paths (exec_paths)");
+		return -EINVAL;
+	}
+	for (e = p->exec_paths; *e != NULL; e++) {
+		if ((*e)[0] != '/') {
+			sandbox_cause(ret_cause, "sandbox: exec path %s is not "
+			    "absolute", *e);
+			return -EINVAL;
+		}
+		if (strspn(*e, "/") == strlen(*e)) {
+			sandbox_cause(ret_cause, "sandbox: exec path %s would "
+			    "make everything executable", *e);
+			return -EPERM;
+		}
+		if (sandbox_path_within(*e, p->work_dir) ||
+		    sandbox_path_within(p->work_dir, *e)) {
+			sandbox_cause(ret_cause, "sandbox: exec path %s and the "
+			    "work directory %s overlap: nothing writable may be "
+			    "executable", *e, p->work_dir);
+			return -EPERM;
+		}
+		for (w = p->rw_paths; w != NULL && *w != NULL; w++)
+			if (sandbox_path_within(*e, *w) ||
+			    sandbox_path_within(*w, *e)) {
+				sandbox_cause(ret_cause, "sandbox: exec path %s "
+				    "and the writable path %s overlap: nothing "
+				    "writable may be executable", *e, *w);
+				return -EPERM;
+			}
+	}
+	return 0;
 }
 
 int
@@ -307,7 +451,7 @@ sandbox_policy_check(const struct sandbox_policy *p, char **ret_cause)
 			    "system call %s, which no backend may have", *s);
 			return -EPERM;
 		}
-	return 0;
+	return sandbox_exec_paths_check(p, ret_cause);
 }
 
 /* ----------------------------------------------------------- rlimits */
@@ -437,6 +581,8 @@ struct sandbox_ruleset_attr {
 #define SB_FS_DEV (SB_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE | \
 	    LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
 #define SB_FS_ALL (~0ULL)		/* masked by what the ABI handles */
+/* Writable places are never executable: a job cannot run what it wrote. */
+#define SB_FS_RW (SB_FS_ALL & ~(uint64_t)LANDLOCK_ACCESS_FS_EXECUTE)
 
 struct sandbox_path {
 	const char *path;
@@ -447,16 +593,19 @@ struct sandbox_path {
  * Everything a job may see besides its work directory.  Not here, on
  * purpose: /etc as a whole (the daemon's configuration), the state
  * directory (task store, other workers' directories), /run (the control
- * socket), /tmp, /home.
+ * socket), /tmp, /home.  Read, never execute: shared libraries are mapped,
+ * which Landlock does not mediate, and running a program is the compiler
+ * profile's exec_paths alone (without the profile the filter kills exec
+ * first; this makes Landlock refuse it on its own too).
  */
 static const struct sandbox_path sandbox_system_paths[] = {
-	{ "/usr", SB_FS_EXEC },
-	{ "/usr/local", SB_FS_EXEC },
-	{ "/lib", SB_FS_EXEC },
-	{ "/lib64", SB_FS_EXEC },
-	{ "/bin", SB_FS_EXEC },
-	{ "/sbin", SB_FS_EXEC },
-	{ "/opt", SB_FS_EXEC },		/* CUDA, Python installations */
+	{ "/usr", SB_FS_READ },
+	{ "/usr/local", SB_FS_READ },
+	{ "/lib", SB_FS_READ },
+	{ "/lib64", SB_FS_READ },
+	{ "/bin", SB_FS_READ },
+	{ "/sbin", SB_FS_READ },
+	{ "/opt", SB_FS_READ },		/* CUDA, Python installations */
 	{ "/etc/ld.so.cache", SB_FS_READ },
 	{ "/etc/ld.so.conf", SB_FS_READ },
 	{ "/etc/ld.so.conf.d", SB_FS_READ },
@@ -612,6 +761,63 @@ sandbox_landlock_nvidia(int ruleset, uint64_t handled, char **ret_cause)
 	return rc;
 }
 
+/*
+ * The ELF interpreter of this process's program (PT_INTERP), or NULL for a
+ * static program.  The kernel opens a dynamically linked program's
+ * interpreter for execution (FMODE_EXEC, which Landlock checks) on every
+ * exec, so the compiler profile must grant it EXECUTE; the compilers use
+ * the same system loader as the process that starts them.
+ */
+static int
+sandbox_interp_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	const char **ret = data;
+	ElfW(Half) i;
+
+	(void)size;
+	for (i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_INTERP) {
+			*ret = (const char *)(info->dlpi_addr +
+			    info->dlpi_phdr[i].p_vaddr);
+			break;
+		}
+	return 1;		/* the first object is the program itself */
+}
+
+static const char *
+sandbox_elf_interpreter(void)
+{
+	const char *interp = NULL;
+
+	dl_iterate_phdr(sandbox_interp_cb, &interp);
+	return interp;
+}
+
+/*
+ * The compiler profile's EXECUTE rules: each listed compiler (file or
+ * directory; a missing one is skipped, which only grants less) and the
+ * dynamic loader.  The loader can itself run any readable program
+ * ("ld.so PROGRAM"), so the list narrows what runs by accident or by
+ * habit; what binds whatever runs is the inherited filter and domain.
+ */
+static int
+sandbox_landlock_exec(int ruleset, const struct sandbox_policy *p,
+    uint64_t handled, char **ret_cause)
+{
+	const char *interp;
+	int rc;
+
+	rc = sandbox_landlock_paths(ruleset, p->exec_paths, SB_FS_EXEC,
+	    handled, ret_cause);
+	if (rc < 0)
+		return rc;
+	interp = sandbox_elf_interpreter();
+	if (interp == NULL || interp[0] != '/')
+		return 0;
+	return sandbox_landlock_path(ruleset, interp,
+	    SB_FS_READ | LANDLOCK_ACCESS_FS_EXECUTE, handled, false, ret_cause);
+}
+
 /* Landlock binds only the calling thread before ABI 8; say how many are
  * left out, so a GPU worker's log tells the truth about the driver's. */
 static void
@@ -674,7 +880,7 @@ sandbox_landlock(const struct sandbox_policy *p, char **ret_cause)
 		return rc;
 	}
 
-	rc = sandbox_landlock_path(ruleset, p->work_dir, SB_FS_ALL,
+	rc = sandbox_landlock_path(ruleset, p->work_dir, SB_FS_RW,
 	    attr.handled_access_fs, true, ret_cause);
 	for (i = 0; rc == 0 && i < nitems(sandbox_system_paths); i++)
 		rc = sandbox_landlock_path(ruleset, sandbox_system_paths[i].path,
@@ -691,8 +897,11 @@ sandbox_landlock(const struct sandbox_policy *p, char **ret_cause)
 		rc = sandbox_landlock_paths(ruleset, p->ro_paths, SB_FS_READ,
 		    attr.handled_access_fs, ret_cause);
 	if (rc == 0)
-		rc = sandbox_landlock_paths(ruleset, p->rw_paths, SB_FS_ALL,
+		rc = sandbox_landlock_paths(ruleset, p->rw_paths, SB_FS_RW,
 		    attr.handled_access_fs, ret_cause);
+	if (rc == 0 && p->allow_exec_compilers)
+		rc = sandbox_landlock_exec(ruleset, p, attr.handled_access_fs,
+		    ret_cause);
 	if (rc < 0)
 		goto close_ruleset;
 
@@ -726,6 +935,7 @@ sandbox_allowed(const struct sandbox_policy *p, const char *name)
 {
 	return sandbox_table_has(sandbox_common, name) ||
 	    (p->gpu && sandbox_table_has(sandbox_gpu, name)) ||
+	    (p->allow_exec_compilers && sandbox_table_has(sandbox_exec, name)) ||
 	    sandbox_table_has(p->extra_syscalls, name);
 }
 
@@ -742,10 +952,11 @@ sandbox_arg(unsigned int arg, enum scmp_compare op, scmp_datum_t a,
 }
 
 static int
-sandbox_seccomp_allow(scmp_filter_ctx ctx, const char *name, bool extra,
-    char **ret_cause)
+sandbox_seccomp_allow(scmp_filter_ctx ctx, const struct sandbox_policy *p,
+    const char *name, bool extra, char **ret_cause)
 {
 	const struct sandbox_special *sp;
+	enum sandbox_cond cond;
 	scmp_datum_t self;
 	int sys, rc;
 
@@ -761,7 +972,11 @@ sandbox_seccomp_allow(scmp_filter_ctx ctx, const char *name, bool extra,
 	}
 	sp = sandbox_special_find(name);
 	self = (scmp_datum_t)getpid();
-	switch (sp != NULL ? sp->cond : SB_COND_NONE) {
+	cond = sp != NULL ? sp->cond : SB_COND_NONE;
+	/* Compilers are processes: clone may make them, never a namespace. */
+	if (cond == SB_COND_THREAD && p->allow_exec_compilers)
+		cond = SB_COND_NO_NS;
+	switch (cond) {
 	case SB_COND_NONE:
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 0);
 		break;
@@ -771,9 +986,19 @@ sandbox_seccomp_allow(scmp_filter_ctx ctx, const char *name, bool extra,
 		    (scmp_datum_t)(CLONE_THREAD | SB_CLONE_NS_FLAGS),
 		    (scmp_datum_t)CLONE_THREAD));
 		break;
+	case SB_COND_NO_NS:
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
+		    sandbox_arg(0, SCMP_CMP_MASKED_EQ,
+		    (scmp_datum_t)SB_CLONE_NS_FLAGS, 0));
+		break;
 	case SB_COND_SELF:
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
 		    sandbox_arg(0, SCMP_CMP_EQ, self, 0));
+		if (rc == 0 && sp->err != 0 &&
+		    (!sp->exec_only || p->allow_exec_compilers))
+			rc = seccomp_rule_add(ctx,
+			    SCMP_ACT_ERRNO((uint32_t)sp->err), sys, 1,
+			    sandbox_arg(0, SCMP_CMP_NE, self, 0));
 		break;
 	case SB_COND_GET_ONLY:
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
@@ -805,13 +1030,13 @@ sandbox_seccomp_allow(scmp_filter_ctx ctx, const char *name, bool extra,
 }
 
 static int
-sandbox_seccomp_table(scmp_filter_ctx ctx, const char *const *table,
-    bool extra, char **ret_cause)
+sandbox_seccomp_table(scmp_filter_ctx ctx, const struct sandbox_policy *p,
+    const char *const *table, bool extra, char **ret_cause)
 {
 	int rc;
 
 	for (; table != NULL && *table != NULL; table++)
-		if ((rc = sandbox_seccomp_allow(ctx, *table, extra,
+		if ((rc = sandbox_seccomp_allow(ctx, p, *table, extra,
 		    ret_cause)) < 0)
 			return rc;
 	return 0;
@@ -855,19 +1080,26 @@ sandbox_seccomp(const struct sandbox_policy *p, char **ret_cause)
 		goto release_ctx;
 	}
 
-	rc = sandbox_seccomp_table(ctx, sandbox_common, false, ret_cause);
+	rc = sandbox_seccomp_table(ctx, p, sandbox_common, false, ret_cause);
 	if (rc == 0 && p->gpu)
-		rc = sandbox_seccomp_table(ctx, sandbox_gpu, false, ret_cause);
+		rc = sandbox_seccomp_table(ctx, p, sandbox_gpu, false, ret_cause);
+	/* Processes and exec come from this table alone, with the Landlock
+	 * rules; the policy check keeps them out of extra_syscalls. */
+	if (rc == 0 && p->allow_exec_compilers)
+		rc = sandbox_seccomp_table(ctx, p, sandbox_exec, false, ret_cause);
 	for (s = p->extra_syscalls; rc == 0 && s != NULL && *s != NULL; s++)
 		if (!sandbox_table_has(sandbox_common, *s) &&
-		    !(p->gpu && sandbox_table_has(sandbox_gpu, *s)))
-			rc = sandbox_seccomp_allow(ctx, *s, true, ret_cause);
+		    !(p->gpu && sandbox_table_has(sandbox_gpu, *s)) &&
+		    !(p->allow_exec_compilers &&
+		    sandbox_table_has(sandbox_exec, *s)))
+			rc = sandbox_seccomp_allow(ctx, p, *s, true, ret_cause);
 	if (rc < 0)
 		goto release_ctx;
 
 	/* Calls that fail softly where they are not allowed. */
 	for (i = 0; i < nitems(sandbox_specials); i++) {
 		if (sandbox_specials[i].err == 0 ||
+		    (sandbox_specials[i].exec_only && !p->allow_exec_compilers) ||
 		    sandbox_allowed(p, sandbox_specials[i].name))
 			continue;
 		sys = seccomp_syscall_resolve_name(sandbox_specials[i].name);
@@ -912,12 +1144,26 @@ sandbox_enter(const struct sandbox_policy *p, struct sandbox_report *ret_report,
 	rc = sandbox_policy_check(p, ret_cause);
 	if (rc < 0)
 		return rc;
+	/* Before anything is applied: without Landlock nothing would limit
+	 * what the compiler profile may execute. */
+	abi = sandbox_landlock_abi();
+	if (abi < 0 && p->allow_exec_compilers) {
+		sandbox_cause(ret_cause, "sandbox: the compiler profile needs "
+		    "Landlock, which limits exec to the compilers, and this "
+		    "kernel has none (or it is disabled)");
+		return -EOPNOTSUPP;
+	}
 	rc = sandbox_rlimits(p, ret_cause);
 	if (rc < 0)
 		return rc;
 
-	abi = sandbox_landlock_abi();
 	rc = sandbox_landlock(p, &cause);
+	if (rc == -EOPNOTSUPP && p->allow_exec_compilers) {
+		free(cause);		/* it went away since: still refused */
+		sandbox_cause(ret_cause, "sandbox: the compiler profile needs "
+		    "Landlock, and it is not available");
+		return -EOPNOTSUPP;
+	}
 	if (rc == -EOPNOTSUPP) {
 		log_warnx("%s: the file system is not restricted",
 		    cause != NULL ? cause : "sandbox: no Landlock");

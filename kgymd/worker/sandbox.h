@@ -27,6 +27,24 @@ struct sandbox_policy {
 	int max_processes;		   /* RLIMIT_NPROC */
 	int64_t max_file_bytes;		   /* RLIMIT_FSIZE */
 	int64_t cpu_seconds;		   /* RLIMIT_CPU (0 = none) */
+	/*
+	 * The compiler profile, for one kind of process only: a KernelBench
+	 * candidate whose backend compiles ("triton": ptxas and a C compiler
+	 * for Triton's launcher; "cuda": load_inline's ninja, nvcc and the
+	 * host toolchain).  Never a worker's, never a reference's.
+	 *
+	 * Off (the default): creating a process or running a program kills,
+	 * and Landlock grants no EXECUTE right anywhere.  On: the filter also
+	 * allows process creation (fork, vfork, clone without CLONE_NEW*),
+	 * execve and what compilers call around it (sandbox_exec_syscalls());
+	 * Landlock grants EXECUTE on exec_paths and on the dynamic loader only,
+	 * so exec is for the listed compilers alone; and Landlock becomes
+	 * mandatory (sandbox_enter() refuses without it).  Everything started
+	 * inherits the filter, the Landlock domain and the rlimits: a compiler
+	 * can no more open a socket or read the task store than the candidate.
+	 */
+	bool allow_exec_compilers;
+	const char *const *exec_paths;	   /* absolute files or directories, NULL-terminated */
 };
 
 struct sandbox_report {
@@ -37,8 +55,11 @@ struct sandbox_report {
 /*
  * Check a policy without applying anything: work_dir set and absolute,
  * limits positive, no extra system call from the list that no backend may
- * have (sandbox_never_syscalls()).  Returns 0, -EINVAL or -EPERM with a cause.
- * Each function below calls it first.
+ * have (sandbox_never_syscalls()); exec_paths given exactly when
+ * allow_exec_compilers is, each absolute, none of them "/" and none above
+ * or below a writable path (work_dir, rw_paths: nothing written may be
+ * executed).  Returns 0, -EINVAL or -EPERM with a cause.  Each function
+ * below calls it first.
  */
 int	sandbox_policy_check(const struct sandbox_policy *p, char **ret_cause);
 
@@ -61,8 +82,9 @@ int	sandbox_landlock_abi(void);
 /*
  * Restrict the file system (and, where the ABI has them, TCP ports, abstract
  * Unix sockets and signals) to the policy: work_dir read-write, system
- * directories read-only, the GPU device nodes for a GPU worker, nothing else.
- * Sets PR_SET_NO_NEW_PRIVS.  Returns 0; -EOPNOTSUPP when the kernel has no
+ * directories read-only, the GPU device nodes for a GPU worker, nothing else;
+ * executable only exec_paths and the dynamic loader, under the compiler
+ * profile, and nothing at all without it.  Sets PR_SET_NO_NEW_PRIVS.  Returns 0; -EOPNOTSUPP when the kernel has no
  * Landlock (the caller decides); any other -errno means the ruleset could not
  * be made complete and the worker must refuse to run jobs.
  */
@@ -71,16 +93,21 @@ int	sandbox_landlock(const struct sandbox_policy *p, char **ret_cause);
 /*
  * Set PR_SET_NO_NEW_PRIVS and install the seccomp filter on every thread of
  * the process (TSYNC): the common allowlist, the GPU list for a GPU worker
- * and the policy's extra_syscalls; anything else kills the process with
- * SIGSYS.  Returns 0 or -errno (any libseccomp or kernel error: fail closed).
+ * and the policy's extra_syscalls (and, for the compiler profile, its own
+ * list); anything else kills the process with SIGSYS.  Returns 0 or -errno
+ * (any libseccomp or kernel error: fail closed).  Alone it does not limit
+ * what the compiler profile may execute -- that is Landlock's part: use
+ * sandbox_enter(), which refuses the profile without Landlock.
  */
 int	sandbox_seccomp(const struct sandbox_policy *p, char **ret_cause);
 
 /*
  * All of it, in order: rlimits, Landlock, seccomp.  A kernel without
- * Landlock is logged and reported as landlock_abi 0; every other failure
- * returns -errno with a cause, and the worker must not run jobs.
- * *ret_report is written on success only.
+ * Landlock is logged and reported as landlock_abi 0 -- except under the
+ * compiler profile, which then fails with -EOPNOTSUPP (Landlock alone
+ * limits what may be executed); every other failure returns -errno with a
+ * cause, and the worker must not run jobs.  *ret_report is written on
+ * success only.
  */
 int	sandbox_enter(const struct sandbox_policy *p, struct sandbox_report *ret_report,
 	    char **ret_cause);
@@ -96,9 +123,17 @@ const char *const *sandbox_gpu_syscalls(void);
 /*
  * Names that no backend may add through extra_syscalls (NULL-terminated,
  * static): process creation, exec, new sockets, debugging, kernel and
- * namespace administration, identity changes.
+ * namespace administration, identity changes.  Process creation and exec
+ * come only with allow_exec_compilers, never through extra_syscalls.
  */
 const char *const *sandbox_never_syscalls(void);
+
+/*
+ * Names the compiler profile allows beyond the common (and GPU) set
+ * (NULL-terminated, static).  It also widens clone to processes and turns
+ * a few calls into soft failures; sandbox_syscall_note() says which.
+ */
+const char *const *sandbox_exec_syscalls(void);
 
 /*
  * One line on how the filter treats `name` beyond plain allow or kill (an

@@ -37,6 +37,21 @@ Landlock, seccomp, through libkgym_sandbox.so, built from kgymd/worker/
 sandbox.c) before running any code of the task; where the sandbox cannot be
 entered the job fails (fail closed).
 
+Two sandbox profiles, chosen by the harness, never by the task:
+  - the Python profile (the reference, always; torch candidates): no new
+    process, no exec, no socket -- fork or execve is death by SIGSYS;
+  - the compiler profile (the candidate of a "triton" or "cuda" job only,
+    whose Triton JIT or load_inline must run compilers in its sandbox): it
+    may fork and exec, but Landlock lets it execute only the programs
+    compiler_profile() lists -- the exact files those builds run (gcc's
+    driver, cc1, cc1plus, as, collect2, ld; for "cuda" also ninja, /bin/sh,
+    nvcc, cicc, ptxas, cudafe++, fatbinary, nvlink; for "triton" ptxas) --
+    and nothing writable; the compilers inherit the candidate's filter
+    (still no socket, ptrace, mount, ...), Landlock domain (still no task
+    store) and rlimits; a kernel without Landlock refuses the profile, and
+    the job fails.  The job's supervisor is a subreaper and kills whatever
+    the candidate's processes left behind when the job ends.
+
 Before anything runs, the zygote checks the candidate's source with Python's
 ast (forbidden imports, timer access, tensor subclasses, patching of imported
 modules); a violation is a VALIDATION_ERROR naming the line.
@@ -75,6 +90,7 @@ import shutil
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
 import traceback
@@ -92,6 +108,8 @@ MAX_MESSAGE_CHARS = 16000      # error messages a model reads: keep them readabl
 MIN_CORRECT_TRIALS = 5         # DESIGN §8
 MIN_TIMING_TRIALS = 10
 ALIGN = 64
+PR_SET_CHILD_SUBREAPER = 36
+MFD_NOEXEC_SEAL = 0x8          # Linux >= 6.3; older kernels refuse it (EINVAL)
 
 # Per-dtype default tolerances (DESIGN §8): (atol, rtol).
 TOLERANCES = {
@@ -165,10 +183,16 @@ class SandboxError(Exception):
     pass
 
 
-def enter_sandbox(lib_path, work_dir, gpu, limits, ro_paths):
+SANDBOX_EXEC = 0x1             # KGYM_PY_SANDBOX_EXEC of sandbox_python.c: the compiler profile
+
+
+def enter_sandbox(lib_path, work_dir, gpu, limits, ro_paths, exec_paths=None):
     """rlimits, Landlock and seccomp for this process, through
-    libkgym_sandbox.so (kgymd/worker/sandbox.c).  Returns the Landlock ABI
-    in force (0: none); raises SandboxError when it cannot (fail closed)."""
+    libkgym_sandbox.so (kgymd/worker/sandbox.c).  With exec_paths (the
+    candidate of a triton or cuda job only), the compiler profile: those
+    programs, and nothing else, may be executed, under the same filter and
+    Landlock domain.  Returns the Landlock ABI in force (0: none); raises
+    SandboxError when it cannot (fail closed)."""
     if not lib_path or not os.path.exists(lib_path):
         raise SandboxError("the sandbox library %s does not exist" % lib_path)
     try:
@@ -179,15 +203,20 @@ def enter_sandbox(lib_path, work_dir, gpu, limits, ro_paths):
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int64,
                    ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint,
-                   ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_size_t]
-    paths = [p.encode() for p in ro_paths] + [None]
-    arr = (ctypes.c_char_p * len(paths))(*paths)
+                   ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_size_t,
+                   ctypes.POINTER(ctypes.c_char_p)]
+
+    def strings(items):
+        enc = [x.encode() for x in items] + [None]
+        return (ctypes.c_char_p * len(enc))(*enc)
+    arr = strings(ro_paths)
+    exe = strings(exec_paths) if exec_paths else None
     abi = ctypes.c_int(-1)
     err = ctypes.create_string_buffer(1024)
     rc = fn(work_dir.encode(), 1 if gpu else 0, arr, int(limits.get("memory_bytes", 16 << 30)),
             int(limits.get("max_files", 256)), int(limits.get("max_processes", 1024)),
-            int(limits.get("max_file_bytes", 64 << 20)), int(limits.get("cpu_seconds", 0)), 0,
-            ctypes.byref(abi), err, len(err))
+            int(limits.get("max_file_bytes", 64 << 20)), int(limits.get("cpu_seconds", 0)),
+            SANDBOX_EXEC if exec_paths else 0, ctypes.byref(abi), err, len(err), exe)
     if rc != 0:
         raise SandboxError(err.value.decode(errors="replace") or "sandbox: error %d" % rc)
     return abi.value
@@ -206,6 +235,192 @@ def interpreter_paths(exclude):
             continue
         out.append(p)
     return out
+
+# ------------------------------------------------------------------ the compiler profile
+#
+# A candidate of backend "triton" or "cuda" compiles inside its sandbox, so
+# that process -- never the reference, never a torch candidate -- runs under
+# the compiler profile (sandbox.h, allow_exec_compilers): it may fork and
+# exec, but Landlock lets it execute only the programs listed here, the
+# exact files Triton's and load_inline's builds run, found on this machine
+# by the trusted zygote, and the dynamic loader.  Nothing it can write is
+# executable.  Every program it starts inherits the same seccomp filter (no
+# socket, no ptrace, ...), Landlock domain (no task store) and rlimits.
+#
+#   both backends -- the host toolchain (gcc's driver and what it runs):
+#     gcc, cc            Triton's launcher stub (runtime/build.py: $CC, else
+#                        gcc); nvcc's host preprocessing and compilation
+#     g++, c++           load_inline's compile and link lines (c++, or $CXX)
+#     cc1, cc1plus       gcc's C and C++ compilers proper
+#     as                 the assembler, for every object file
+#     collect2, ld       the link of every shared object (collect2 runs ld)
+#     lto-wrapper        collect2 runs it when an object carries LTO code
+#   "cuda" (torch.utils.cpp_extension.load_inline):
+#     ninja              load_inline writes build.ninja and runs `ninja -v`
+#     /bin/sh            ninja runs every build line through `/bin/sh -c`,
+#                        and nvcc runs each of its stages through it too
+#     nvcc               the CUDA compiler driver (build.ninja's .cu lines)
+#     cicc, ptxas        nvcc's device stages: CUDA C++ to PTX, PTX to SASS
+#     cudafe++           nvcc's split of host and device code
+#     fatbinary          nvcc's packer of PTX and SASS into the object
+#     nvlink             nvcc's device link (relocatable device code only)
+#   "triton":
+#     ptxas              Triton's own (triton/backends/nvidia/bin in Triton 3,
+#                        triton/third_party/cuda/bin in Triton 2) and the
+#                        toolkit's, whichever it picks
+#
+# Not listed, on purpose: python3 (not a compiler); which (a shell script
+# torch.utils.cpp_extension runs to vet the compiler --
+# TORCH_DONT_CHECK_COMPILER_ABI=1 skips that check); /sbin/ldconfig (Triton's
+# search for libcuda -- TRITON_LIBCUDA_PATH names the directory instead);
+# hipcc and xargs (cpp_extension's ROCm probe at import, which fails softly
+# with EACCES).  A program that is not listed fails to start with EACCES:
+# run by the candidate itself, a PermissionError (SANDBOX_VIOLATION); run by
+# a compiler, a failed build (COMPILATION_ERROR quoting the build's output).
+
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def _program(name):
+    """The real path of an executable file (by path, or by name on the
+    PATH), or None."""
+    if not name:
+        return None
+    p = name if os.path.isabs(name) else shutil.which(name, path=os.environ.get("PATH") or SYSTEM_PATH)
+    if p and os.path.isfile(p) and os.access(p, os.X_OK):
+        return os.path.realpath(p)
+    return None
+
+
+def _gcc_programs(driver):
+    """What a gcc driver runs, by asking it (-print-prog-name): its own
+    programs by full path, as and ld by name on the PATH."""
+    found = {}
+    for prog in ("cc1", "cc1plus", "collect2", "lto-wrapper", "as", "ld"):
+        try:
+            out = subprocess.run([driver, "-print-prog-name=" + prog], stdin=subprocess.DEVNULL,
+                                 capture_output=True, text=True, timeout=60).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        path = _program(out)
+        if path:
+            found[prog] = path
+    return found
+
+
+def _package_dir(name):
+    """Where an installed package lives, without importing it."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not os.path.isabs(spec.origin):
+        return None
+    return os.path.dirname(spec.origin)
+
+
+def _is_script(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return True
+
+
+def cuda_home():
+    for key in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(key) and os.path.isdir(os.environ[key]):
+            return os.environ[key]
+    nvcc = _program("nvcc")
+    if nvcc:
+        return os.path.dirname(os.path.dirname(nvcc))
+    return "/usr/local/cuda" if os.path.isdir("/usr/local/cuda") else None
+
+
+def compiler_profile(backend):
+    """The compiler profile of a candidate of `backend` ("triton" or
+    "cuda"): {"backend", "programs": {what: real path}, "exec_paths": [...],
+    "env": {...}}.  Run by the trusted zygote (once) or supervisor, never by a
+    candidate.  Raises SandboxError naming what this machine lacks."""
+    progs, env = {}, {}
+    drivers = {}
+    for name in ("gcc", "cc", "g++", "c++"):
+        path = _program(name)
+        if path:
+            progs[name] = path
+            drivers.setdefault(path, name)
+    if "gcc" not in progs and "cc" not in progs:
+        raise SandboxError("backend '%s' needs a C compiler (gcc), and this worker has none on %s"
+                           % (backend, os.environ.get("PATH") or SYSTEM_PATH))
+    for driver in drivers:
+        for prog, path in _gcc_programs(driver).items():
+            progs.setdefault(prog, path)
+    for need in ("as", "ld"):
+        if need not in progs:
+            raise SandboxError("backend '%s' needs the assembler and linker (binutils: %s not found)"
+                               % (backend, need))
+    home = cuda_home()
+    if backend == "cuda":
+        ninja = None
+        d = _package_dir("ninja")            # pip's ninja: its bin/ninja is a Python script
+        if d and _program(os.path.join(d, "data", "bin", "ninja")):
+            ninja = _program(os.path.join(d, "data", "bin", "ninja"))
+        elif _program("ninja") and not _is_script(_program("ninja")):
+            ninja = _program("ninja")
+        if ninja is None:
+            raise SandboxError("backend 'cuda' needs ninja (torch.utils.cpp_extension.load_inline builds "
+                               "with it), and this worker has no ninja binary")
+        progs["ninja"] = ninja
+        if _program("ninja") != ninja:
+            # load_inline runs "ninja" by name: find this one first.
+            env["PATH"] = os.path.dirname(ninja) + ":" + (os.environ.get("PATH") or SYSTEM_PATH)
+        sh = _program("/bin/sh")
+        if sh is None:
+            raise SandboxError("backend 'cuda' needs /bin/sh (ninja and nvcc run their steps through it)")
+        progs["sh"] = sh
+        if home:
+            for rel in ("bin/nvcc", "bin/cudafe++", "bin/ptxas", "bin/fatbinary", "bin/nvlink",
+                        "nvvm/bin/cicc"):
+                path = _program(os.path.join(home, rel))
+                if path:
+                    progs[os.path.basename(rel)] = path
+            env["CUDA_HOME"] = home
+        env["TORCH_DONT_CHECK_COMPILER_ABI"] = "1"
+    elif backend == "triton":
+        d = os.path.dirname(triton.__file__) if triton is not None else _package_dir("triton")
+        bundled = []
+        for sub in (("backends", "nvidia", "bin"), ("third_party", "cuda", "bin")):
+            b = os.path.join(d, *sub) if d else ""
+            if os.path.isdir(b):     # ptxas, and ptxas-blackwell where Triton bundles one
+                bundled += [os.path.join(b, n) for n in sorted(os.listdir(b)) if n.startswith("ptxas")]
+        found = []
+        for path in bundled + [os.environ.get("TRITON_PTXAS_PATH", ""),
+                               os.path.join(home, "bin", "ptxas") if home else ""]:
+            path = _program(path) if path else None
+            if path and path not in found:
+                found.append(path)
+        for i, path in enumerate(found):
+            progs["ptxas" if i == 0 else "ptxas.%d" % i] = path
+        # Triton takes $CC first: the listed gcc, never a compiler it would find on its own.
+        env["CC"] = progs.get("gcc") or progs["cc"]
+    else:
+        raise SandboxError("backend '%s' has no compiler profile" % backend)
+    return {"backend": backend, "programs": progs, "exec_paths": sorted(set(progs.values())), "env": env}
+
+
+def libcuda_dir():
+    """The directory of the libcuda this process loaded (CUDA is up), for
+    TRITON_LIBCUDA_PATH: else Triton runs /sbin/ldconfig -p to find it."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split(None, 5)[-1].strip()
+                if os.path.basename(path).startswith("libcuda.so"):
+                    return os.path.dirname(path)
+    except OSError:
+        pass
+    return None
 
 # ------------------------------------------------------------------ tensors
 
@@ -539,10 +754,11 @@ def format_exc(prefix, limit_frames=12):
     return clip("%s\n%s%s: %s" % (prefix, "".join(lines), et.__name__, ev))
 
 
-def child_setup(role, job, limits, keep_fds, job_dir, lib):
+def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
     """Common start of both children: die with the zygote, keep only our
-    descriptors, a private directory, then the sandbox.  Returns the
-    Landlock ABI."""
+    descriptors, a private directory, then the sandbox -- with the compiler
+    profile when `profile` is given (the candidate of a triton or cuda job
+    only).  Returns the Landlock ABI."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)       # PR_SET_PDEATHSIG
     for fd in [int(x) for x in os.listdir("/proc/self/fd")]:
@@ -570,7 +786,23 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib):
         # UNTESTED: CUDA must be up before the filter (DESIGN §2).
         torch.cuda.init()
         torch.zeros(1, device="cuda")
-    return enter_sandbox(lib, d, gpu, limits, interpreter_paths(job_dir))
+    exec_paths = None
+    if profile is not None:
+        # What the compilers are told, so that they run only listed programs.
+        os.environ.update(profile["env"])
+        if profile["backend"] == "triton" and gpu and "TRITON_LIBCUDA_PATH" not in os.environ:
+            where = libcuda_dir()
+            if where:
+                os.environ["TRITON_LIBCUDA_PATH"] = where
+        exec_paths = profile["exec_paths"]
+        if not int(limits.get("cpu_seconds", 0)):
+            # A backstop, per process and inherited: a compiler the candidate
+            # put in a process group of its own outlives a kill of the
+            # worker's group, and this supervisor's sweep with it.  Twice the
+            # job's phase deadlines: a GPU candidate spends little CPU time.
+            limits = dict(limits, cpu_seconds=int(2 * sum(float(limits.get(k, d)) for k, d in (
+                ("compile_timeout", 50), ("correctness_timeout", 100), ("timing_timeout", 250)))))
+    return enter_sandbox(lib, d, gpu, limits, interpreter_paths(job_dir), exec_paths)
 
 
 def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
@@ -746,7 +978,8 @@ def judge_samples(model, mod, records, expect, area, job, device):
             out.update(ok=False, code="REWARD_HACK",
                        message="timed call %d: its outputs are wrong although the correctness trials passed: %s"
                        % (idx, c["message"]),
-                       hack={"kind": "timed_outputs_differ", "call": idx})
+                       hack={"kind": "timed_output_mismatch", "call": idx,
+                             "detail": "timed call %d: %s" % (idx, c["message"])})
             break
     return out
 
@@ -760,7 +993,9 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
         os._exit(0)
 
     try:
-        abi = child_setup("candidate", job, limits, {sock.fileno(), area_fd}, job_dir, lib)
+        # The compiler profile for this process alone; the reference's is the strict one.
+        abi = child_setup("candidate", job, limits, {sock.fileno(), area_fd}, job_dir, lib,
+                          job.get("compiler_profile"))
     except Exception as e:  # noqa: BLE001 - fail closed
         fail("error", "the candidate process could not enter the sandbox: %s" % e, "SYSTEM_ERROR")
     device = "cuda" if job["device"] != "cpu" else "cpu"
@@ -890,6 +1125,56 @@ def remove_tree(path):
     shutil.rmtree(path, onerror=fix)
 
 
+def children_of(pid):
+    """Pids whose parent is `pid` (from /proc: the comm field may hold
+    spaces and parentheses, so the parent is read after the last ')')."""
+    kids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                st = f.read()
+        except OSError:
+            continue
+        fields = st[st.rfind(b")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == pid:
+            kids.append(int(name))
+    return kids
+
+
+def reap_descendants(limit_s=10.0):
+    """Kill and reap every process still below this one, once both children
+    are reaped.  This process is the job's subreaper, so what the
+    candidate's compilers left running -- or anything the candidate started
+    to outlive the job, in a process group of its own -- is reparented to
+    it when its parent dies, and ends here.  Only the compiler profile can
+    start processes at all."""
+    me, end = os.getpid(), time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return                  # none left
+        if pid:
+            continue
+        kids = children_of(me)
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if not kids:
+            # A child /proc did not show yet (reparented between the two
+            # looks): look again shortly rather than block on it.
+            time.sleep(0.01)
+            continue
+        try:
+            os.waitpid(-1, 0)       # one of those just killed: promptly
+        except ChildProcessError:
+            return
+
+
 def tail_of(path, n=3000):
     try:
         with open(path, "rb") as f:
@@ -944,12 +1229,17 @@ class Job:
             ast.parse(req["reference_code"], filename="reference_code")
         except SyntaxError as e:
             return self.fail("VALIDATION_ERROR", "reference_code line %s: SyntaxError: %s" % (e.lineno, e.msg))
-        if req.get("backend") in ("triton", "cuda") and not self.limits.get("allow_exec"):
-            # GPU path TODO: Triton and load_inline run compilers (exec),
-            # which the python sandbox profile does not allow yet.
-            return self.fail("SYSTEM_ERROR", "backend '%s' needs its compilers run inside the candidate's "
-                             "sandbox (exec), which this build's python sandbox profile does not allow yet"
-                             % req.get("backend"))
+        if req.get("backend") in ("triton", "cuda"):
+            # The candidate compiles: the compiler profile, or no job (fail closed).
+            try:
+                job["compiler_profile"] = self.z.compiler_profile(req["backend"])
+            except SandboxError as e:
+                return self.fail("SYSTEM_ERROR", str(e))
+            if req["backend"] == "cuda" and job["device"] != "cpu" and \
+                    "nvcc" not in job["compiler_profile"]["programs"]:
+                # The machine's fault, not the candidate's COMPILATION_ERROR.
+                return self.fail("SYSTEM_ERROR", "backend 'cuda' needs the CUDA toolkit's nvcc, and this worker "
+                                 "has none (CUDA_HOME, nvcc on the PATH, or /usr/local/cuda)")
         self.job_dir = os.path.join(os.getcwd(), "job-%d-%d" % (os.getpid(), self.z.jobs))
         os.mkdir(self.job_dir, 0o700)
         try:
@@ -984,7 +1274,19 @@ class Job:
     def supervise(self, job, job_dir):
         lim = self.limits
         size = int(lim.get("max_output_bytes", 4 << 30))
-        area_fd = os.memfd_create("kgym-outputs", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+        compiles = job.get("compiler_profile") is not None
+        if compiles:
+            # Whatever the candidate's compilers leave behind -- in a process
+            # group of their own, as ninja puts them -- becomes ours when
+            # their parent dies, and dies with the job (reap_descendants).
+            ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        try:
+            # Never executable (Linux >= 6.3): the candidate holds it read-write,
+            # and Landlock does not see memfds, so exec of /proc/self/fd/N
+            # would run whatever it wrote there.
+            area_fd = os.memfd_create("kgym-outputs", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC | MFD_NOEXEC_SEAL)
+        except OSError:
+            area_fd = os.memfd_create("kgym-outputs", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
         try:
             os.ftruncate(area_fd, size)
             fcntl.fcntl(area_fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
@@ -999,6 +1301,8 @@ class Job:
             finally:
                 ref.kill()
                 cand.kill()
+                if compiles:
+                    reap_descendants()
         finally:
             os.close(area_fd)
 
@@ -1218,7 +1522,9 @@ class Job:
             name, start = self.phase
             self.phase_ms.setdefault(name, (time.monotonic() - start) * 1e3)
         self.meta["phases_ms"] = self.phase_ms
-        self.meta["sandbox"] = {"seccomp": landlock is not None, "landlock_abi": landlock}
+        self.meta["sandbox"] = {"seccomp": landlock is not None, "landlock_abi": landlock,
+                                "candidate_profile": "compilers" if self.req.get("backend") in ("triton", "cuda")
+                                else "python"}
         return r
 
 
@@ -1226,12 +1532,27 @@ class Job:
 
 
 class Zygote:
-    def __init__(self, sock, sandbox_lib):
+    def __init__(self, sock, sandbox_lib, profiles=None):
         self.sock = sock
         self.sandbox_lib = sandbox_lib
         self.pid = os.getpid()
         self.jobs = 0
         self._cpu = None
+        self.profiles = profiles or {}     # backend -> compiler_profile(), or the SandboxError
+
+    def compiler_profile(self, backend):
+        """The backend's compiler profile: found once, by the zygote, where
+        a GPU is visible (see main); else here, in the job's supervisor."""
+        p = self.profiles.get(backend)
+        if p is None:
+            try:
+                p = compiler_profile(backend)
+            except SandboxError as e:
+                p = e
+            self.profiles[backend] = p
+        if isinstance(p, SandboxError):
+            raise p
+        return p
 
     def device_name(self, device):
         if device == "cpu":
@@ -1367,8 +1688,17 @@ def main(argv=None):
         hello = dict(facts, type="hello", protocol=PROTOCOL, pid=os.getpid(), python=platform.python_version(),
                      executable=sys.executable,
                      ready_ms=(time.time() - args.started_at) * 1e3 if args.started_at else None)
+        # Triton and load_inline jobs run only on GPU workers: find their
+        # compilers once, here, rather than in every job's supervisor.
+        profiles = {}
+        if gpu_visible:
+            for backend in ("triton", "cuda"):
+                try:
+                    profiles[backend] = compiler_profile(backend)
+                except SandboxError as e:
+                    profiles[backend] = e
         send_msg(sock, hello)
-        Zygote(sock, args.sandbox_lib).serve()
+        Zygote(sock, args.sandbox_lib, profiles).serve()
         return 0
 
     if args.once:

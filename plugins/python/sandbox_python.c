@@ -28,13 +28,18 @@
  * more.  python_syscalls[] below is where an addition would go, one name
  * per line with the reason.
  *
- * TODO(GPU path, untested): the triton and cuda backends run compilers
- * (Triton's ptxas and a C compiler for its launcher; load_inline's nvcc,
- * c++ and ninja), which needs execve/fork -- names sandbox_never_syscalls()
- * refuses on purpose.  That takes a separate policy flag in sandbox.h (an
- * exec profile with Landlock EXECUTE on the toolchain directories only),
- * not a weaker worker policy; until it exists KGYM_PY_SANDBOX_EXEC is
- * refused here and the harness fails those jobs closed.
+ * The compiler profile (KGYM_PY_SANDBOX_EXEC): the candidate process of a
+ * "triton" or "cuda" job must run compilers -- Triton's ptxas and a C
+ * compiler for its launcher stub, load_inline's ninja, /bin/sh, nvcc and
+ * the host toolchain.  For that candidate alone, and only with this flag,
+ * the policy sets allow_exec_compilers (sandbox.h): the filter allows
+ * process creation and execve, and Landlock grants EXECUTE on the exact
+ * programs the harness lists in exec_paths (and the dynamic loader), on
+ * nothing else, and never on anything writable; a kernel without Landlock
+ * refuses the profile.  The compilers inherit the same filter, domain and
+ * limits.  The reference process and torch candidates never pass the flag,
+ * so they keep the profile above, in which exec and fork kill.  The
+ * harness's compiler_profile() says which program is listed and why.
  */
 #include "config.h"
 
@@ -49,12 +54,12 @@
 #include "worker/sandbox.h"
 
 /* Flags of kgym_sandbox_enter_python(). */
-#define KGYM_PY_SANDBOX_EXEC	0x1u	/* compilers may run: not implemented */
+#define KGYM_PY_SANDBOX_EXEC	0x1u	/* the compiler profile: exec_paths may run */
 
 int	kgym_sandbox_enter_python(const char *work_dir, int gpu, const char *const *ro_paths,
 	    int64_t memory_bytes, int max_files, int max_processes, int64_t max_file_bytes,
 	    int64_t cpu_seconds, unsigned int flags, int *ret_landlock_abi, char *errbuf,
-	    size_t errlen);
+	    size_t errlen, const char *const *exec_paths);
 
 /* The Python profile's additions to the common set: none (see above). */
 static const char *const python_syscalls[] = {
@@ -98,16 +103,19 @@ log_warnx(const char *fmt, ...)
 /*
  * Confine the calling process for good: rlimits, Landlock (work_dir read-
  * write, the system's directories and ro_paths read-only), seccomp with the
- * Python profile.  Call it single-threaded where possible: Landlock before
- * ABI 8 binds the calling thread only (seccomp binds all, TSYNC).  Returns
- * 0 and the Landlock ABI in force (0: the kernel has none), or -errno with
- * a reason in errbuf.
+ * Python profile; with KGYM_PY_SANDBOX_EXEC, the compiler profile on top,
+ * exec_paths (NULL-terminated) being the only programs that may run.
+ * exec_paths is the last parameter so that an older library, which does
+ * not read it, refuses the flag instead of misreading it.  Call it
+ * single-threaded where possible: Landlock before ABI 8 binds the calling
+ * thread only (seccomp binds all, TSYNC).  Returns 0 and the Landlock ABI
+ * in force (0: the kernel has none), or -errno with a reason in errbuf.
  */
 int
 kgym_sandbox_enter_python(const char *work_dir, int gpu, const char *const *ro_paths,
     int64_t memory_bytes, int max_files, int max_processes, int64_t max_file_bytes,
     int64_t cpu_seconds, unsigned int flags, int *ret_landlock_abi, char *errbuf,
-    size_t errlen)
+    size_t errlen, const char *const *exec_paths)
 {
 	struct sandbox_policy policy = { 0 };
 	struct sandbox_report report = { 0 };
@@ -116,12 +124,6 @@ kgym_sandbox_enter_python(const char *work_dir, int gpu, const char *const *ro_p
 
 	if (errbuf != NULL && errlen > 0)
 		errbuf[0] = '\0';
-	if ((flags & KGYM_PY_SANDBOX_EXEC) != 0) {
-		if (errbuf != NULL)
-			snprintf(errbuf, errlen, "sandbox: the exec profile (compilers in the "
-			    "candidate's sandbox) is not implemented");
-		return -EPERM;
-	}
 	if ((flags & ~KGYM_PY_SANDBOX_EXEC) != 0) {
 		if (errbuf != NULL)
 			snprintf(errbuf, errlen, "sandbox: unknown flags 0x%x", flags);
@@ -136,6 +138,9 @@ kgym_sandbox_enter_python(const char *work_dir, int gpu, const char *const *ro_p
 	policy.max_processes = max_processes;
 	policy.max_file_bytes = max_file_bytes;
 	policy.cpu_seconds = cpu_seconds;
+	/* Only with the flag: a stray list alone is refused by the policy check. */
+	policy.allow_exec_compilers = (flags & KGYM_PY_SANDBOX_EXEC) != 0;
+	policy.exec_paths = exec_paths;
 	rc = sandbox_enter(&policy, &report, &cause);
 	if (rc < 0) {
 		if (errbuf != NULL)

@@ -20,12 +20,28 @@ the second task of a problem and force_refresh bypasses it; malformed
 payloads are rejected at submit naming the field; one zygote serves many
 jobs.
 
+The compiler profile (backends "triton" and "cuda", whose candidates run
+compilers in their sandbox) is checked through the harness's --once mode --
+the same Job code and sandbox library as a zygote's job -- because the
+kernelbench workflow accepts only torch candidates on a CPU: a "cuda"
+candidate whose load_inline builds CPU-only C++ (ninja, /bin/sh, c++,
+cc1plus, as, collect2, ld, all in the sandbox) is judged correct; exec of a
+program that is not listed (python3) or of a file the candidate wrote fails
+with EACCES; socket() still kills, in the candidate and in a process it
+forks; a listed program (/bin/sh) cannot read a file outside the sandbox; a
+process left running in a group of its own does not outlive the job; the
+reference of a "cuda" job and a torch candidate still die on exec (SIGSYS).
+These skip without gcc and ninja, or without Landlock (which the profile
+requires); the load_inline build also without torch's C++ headers
+(Debian: libtorch-dev, pybind11-dev).
+
 Skips (77) when the configured interpreter (KGYM_PYTHON, default
 /usr/bin/python3) cannot import torch, or the python plugin was not built.
 """
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -123,6 +139,199 @@ def relu_candidate(body, prelude=""):
     """A ModelNew for the ReLU problem whose forward is `body` (one line)."""
     return (CANDIDATE_HEAD + prelude + "class ModelNew(nn.Module):\n    def __init__(self):\n"
             "        super().__init__()\n\n    def forward(self, x):\n        %s\n" % body)
+
+
+# ------------------------------------------------------------ the compiler profile (--once)
+
+ONCE_LIMITS = {"memory_bytes": 16 << 30, "max_files": 256, "max_processes": 1024, "max_file_bytes": 64 << 20,
+               "max_output_bytes": 256 << 20, "compile_timeout": 300, "correctness_timeout": 60,
+               "timing_timeout": 60}
+
+# Past the static checks, as a candidate that means it would write it.
+SNEAK = ("_imp = torch.__dict__['__bui' + 'ltins__']['__imp' + 'ort__']\n"
+         "_sp = _imp('sub' + 'process')\n"
+         "_os = _imp('o' + 's')\n")
+
+# A "cuda" candidate must call load_inline somewhere (static check); these
+# never get that far.
+UNUSED_LOAD_INLINE = ("from torch.utils.cpp_extension import load_inline\n\n\n"
+                      "def _never():\n    return load_inline(name='x', cpp_sources='', functions=[])\n\n\n")
+
+CPU_LOAD_INLINE = CANDIDATE_HEAD + '''from torch.utils.cpp_extension import load_inline
+
+CPP_SRC = r"""
+#include <torch/extension.h>
+
+torch::Tensor relu_forward(torch::Tensor x)
+{
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    const float *p = xc.data_ptr<float>();
+    float *q = y.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); i++)
+        q[i] = p[i] > 0.f ? p[i] : 0.f;
+    return y;
+}
+"""
+
+ext = load_inline(name="kgym_relu_cpu", cpp_sources=CPP_SRC, functions=["relu_forward"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return ext.relu_forward(x)
+'''
+
+
+def run_once(kernel, backend="cuda", reference=None):
+    """One job through `kgym_harness.py --once` with a worker's environment;
+    the result object."""
+    tmp = tempfile.mkdtemp(prefix="kgym-once-")
+    try:
+        job = {"request": {"reference_code": reference or RELU_REF, "kernel_code": kernel, "backend": backend,
+                           "device": "cpu", "num_correct_trials": 5, "num_perf_trials": 10, "num_warmup": 1},
+               "limits": ONCE_LIMITS}
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8"}
+        p = subprocess.run([PY, "-I", "-B", HARNESS, "--once", "--sandbox-lib", sandbox_lib()],
+                           input=json.dumps(job), capture_output=True, text=True, cwd=tmp, env=env, timeout=900)
+        k.check(p.returncode == 0, "the harness exited %d: %s" % (p.returncode, p.stderr[-3000:]))
+        r = json.loads(p.stdout)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    msg = r.get("error_message") or ""
+    if "needs Landlock" in msg:
+        raise k.Skip("this kernel has no Landlock, which the compiler profile needs")
+    if r.get("error_code") == "SYSTEM_ERROR" and ("needs ninja" in msg or "needs a C compiler" in msg):
+        raise k.Skip(msg)
+    return r
+
+
+def need_toolchain():
+    for tool in ("gcc", "c++", "ninja"):
+        if shutil.which(tool, path="/usr/local/bin:/usr/bin:/bin") is None:
+            raise k.Skip("no %s: the compiler profile's tests need gcc, g++ and ninja" % tool)
+
+
+def test_load_inline_cpu_in_sandbox():
+    """A real build in the compiler profile: ninja -> sh -> c++ -> cc1plus,
+    as, collect2, ld, then the .so is loaded and judged."""
+    need_toolchain()
+    probe = subprocess.run([PY, "-c", "import os, torch.utils.cpp_extension as c\n"
+                            "d = c.include_paths() + ['/usr/include']\n"
+                            "print(any(os.path.exists(os.path.join(p, 'torch', 'extension.h')) for p in d) and "
+                            "any(os.path.exists(os.path.join(p, 'pybind11', 'pybind11.h')) for p in d))"],
+                           capture_output=True, text=True, timeout=300)
+    if probe.stdout.strip() != "True":
+        raise k.Skip("torch's C++ headers are not installed (Debian: libtorch-dev, pybind11-dev)")
+    r = run_once(CPU_LOAD_INLINE)
+    k.check(r["status"] == "completed" and r["compiled"] is True and r["correctness"] is True, show(r))
+    k.check(r["kernel_runtime"] > 0 and r["metadata"]["timed_outputs_checked"] == 1, show(r))
+    sb = r["metadata"]["sandbox"]
+    k.check(sb["seccomp"] is True and sb["landlock_abi"] > 0 and sb["candidate_profile"] == "compilers", sb)
+
+
+def test_compiler_profile_exec_unlisted():
+    """python3 is not a compiler: exec fails with EACCES (Landlock), and the
+    candidate's PermissionError is a SANDBOX_VIOLATION."""
+    need_toolchain()
+    r = run_once(CANDIDATE_HEAD + SNEAK + UNUSED_LOAD_INLINE +
+                 "_sp.run(['/usr/bin/python3', '-c', 'pass'])\n" + relu_candidate("return x.clamp_min(0)"))
+    k.check(r["status"] == "failed" and r["error_code"] == "SANDBOX_VIOLATION", show(r))
+    k.check("Permission denied" in r["error_message"] and "python3" in r["error_message"], show(r))
+
+
+def test_compiler_profile_exec_own_file():
+    """What the candidate writes is never executable, x bits or not."""
+    need_toolchain()
+    body = ("_fd = _os.open('own.sh', _os.O_WRONLY | _os.O_CREAT, 0o755)\n"
+            "_os.write(_fd, b'#!/bin/sh\\nexit 0\\n')\n_os.close(_fd)\n"
+            "_sp.run(['./own.sh'])\n")
+    r = run_once(CANDIDATE_HEAD + SNEAK + UNUSED_LOAD_INLINE + body + relu_candidate("return x.clamp_min(0)"))
+    k.check(r.get("error_code") == "SANDBOX_VIOLATION", show(r))
+    k.check("Permission denied" in r["error_message"] and "own.sh" in r["error_message"], show(r))
+
+
+def test_compiler_profile_socket_kills():
+    """The compiler profile adds no socket: it kills, in the candidate and in
+    a process the candidate forks (which inherits the filter)."""
+    need_toolchain()
+    r = run_once(CANDIDATE_HEAD + SNEAK + UNUSED_LOAD_INLINE + "_imp('soc' + 'ket').socket()\n" +
+                 relu_candidate("return x"))
+    k.check(r["status"] == "failed" and r["error_code"] == "SANDBOX_VIOLATION", show(r))
+    k.check("SIGSYS" in r["error_message"], show(r))
+    body = ("_pid = _os.fork()\n"
+            "if _pid == 0:\n    _imp('soc' + 'ket').socket()\n    _os._exit(0)\n"
+            "_st = _os.waitpid(_pid, 0)[1]\n"
+            "raise RuntimeError('forked child: signal %d, exit %d' % (_os.WTERMSIG(_st) if _os.WIFSIGNALED(_st) "
+            "else 0, _os.WEXITSTATUS(_st) if _os.WIFEXITED(_st) else -1))\n")
+    r = run_once(CANDIDATE_HEAD + SNEAK + UNUSED_LOAD_INLINE + body + relu_candidate("return x"))
+    k.check(r.get("error_code") == "COMPILATION_ERROR", show(r))
+    k.check("forked child: signal %d, exit -1" % signal.SIGSYS in r["error_message"], show(r))
+
+
+def test_compiler_profile_landlock_inherited():
+    """A listed program (/bin/sh) runs, but inside the candidate's Landlock
+    domain: a file outside the sandbox stays unreadable to it."""
+    need_toolchain()
+    outside = tempfile.mkdtemp(prefix="kgym-outside-")
+    try:
+        secret = os.path.join(outside, "secret")
+        with open(secret, "w") as f:
+            f.write("kgym-secret-%s\n" % os.urandom(4).hex())
+        os.chmod(outside, 0o755)
+        os.chmod(secret, 0o644)
+        body = ("_r = _sp.run(['/bin/sh', '-c', 'echo sh-ran; read x < %s && echo \"$x\"'], capture_output=True, "
+                "text=True)\nraise RuntimeError('sh: rc %%d: %%r %%r' %% (_r.returncode, _r.stdout, _r.stderr))\n"
+                % secret)
+        r = run_once(CANDIDATE_HEAD + SNEAK + UNUSED_LOAD_INLINE + body + relu_candidate("return x"))
+        with open(secret) as f:
+            content = f.read().strip()
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+    k.check(r.get("error_code") == "COMPILATION_ERROR", show(r))
+    k.check("sh-ran" in r["error_message"], "the listed shell ran: %s" % show(r))
+    k.check(content not in r["error_message"] and "rc 0" not in r["error_message"], show(r))
+    k.check("cannot open" in r["error_message"] or "Permission denied" in r["error_message"], show(r))
+
+
+def test_compiler_profile_no_leftovers():
+    """A process the candidate leaves running, in a process group of its
+    own, dies with the job (the supervisor is the job's subreaper)."""
+    need_toolchain()
+    marker = "kgym-leftover-%s" % os.urandom(4).hex()
+    body = "_sp.Popen(['/bin/sh', '-c', ': %s; while :; do :; done'], process_group=0)\n" % marker
+    r = run_once(CANDIDATE_HEAD + SNEAK + UNUSED_LOAD_INLINE + body + relu_candidate("return x.clamp_min(0)"))
+    k.check(r["status"] == "completed" and r["correctness"] is True, show(r))
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if marker.encode() in f.read():
+                    left.append(pid)
+        except OSError:
+            pass
+    for pid in left:
+        os.kill(int(pid), signal.SIGKILL)
+    k.check(not left, "processes outlived the job: %r" % left)
+
+
+def test_strict_profile_still_kills_exec():
+    """The reference of a "cuda" job, and a torch candidate, keep the strict
+    profile: exec is death by SIGSYS."""
+    need_toolchain()
+    ref = RELU_REF.replace("import torch\n", "import torch\nimport subprocess\n"
+                           "subprocess.run(['/bin/sh', '-c', 'true'])\n", 1)
+    k.check(ref != RELU_REF, "the reference was changed")
+    r = run_once(CANDIDATE_HEAD + UNUSED_LOAD_INLINE + relu_candidate("return x.clamp_min(0)"), reference=ref)
+    k.check(r["status"] == "failed" and r["error_code"] == "VALIDATION_ERROR", show(r))
+    k.check("reference" in r["error_message"] and "SIGSYS" in r["error_message"], show(r))
+    r = run_once(CANDIDATE_HEAD + SNEAK + "_sp.run(['/bin/sh', '-c', 'true'])\n" +
+                 relu_candidate("return x.clamp_min(0)"), backend="torch")
+    k.check(r.get("error_code") == "SANDBOX_VIOLATION" and "SIGSYS" in r["error_message"], show(r))
+    k.check(r["metadata"]["sandbox"]["candidate_profile"] == "python", r["metadata"]["sandbox"])
 
 
 # ------------------------------------------------------------ tests
@@ -256,7 +465,7 @@ def test_reward_hacks():
     k.check(r["metadata"]["hack"]["kind"] == "input_mutation", r["metadata"])
     r = res["twofaced"]
     k.check(r["status"] == "completed" and r["correctness"] is False and r["error_code"] == "REWARD_HACK", show(r))
-    k.check(r["metadata"]["hack"]["kind"] == "timed_outputs_differ", r["metadata"])
+    k.check(r["metadata"]["hack"]["kind"] == "timed_output_mismatch", r["metadata"])
 
 
 def test_reference_timing_cache():
@@ -346,7 +555,11 @@ def main():
                  test_sandbox_socket_killed, test_sandbox_task_store_unreadable, test_identity_fails_signed_trial,
                  test_runtime_error_and_crash, test_hang_times_out, test_reward_hacks,
                  test_reference_timing_cache, test_zygote_serves_many_jobs, test_validation_at_submit,
-                 test_gpu_backends_need_a_gpu]
+                 test_gpu_backends_need_a_gpu,
+                 test_compiler_profile_exec_unlisted, test_compiler_profile_exec_own_file,
+                 test_compiler_profile_socket_kills, test_compiler_profile_landlock_inherited,
+                 test_compiler_profile_no_leftovers, test_strict_profile_still_kills_exec,
+                 test_load_inline_cpu_in_sandbox]
         try:
             k.run(tests)
         except SystemExit as e:

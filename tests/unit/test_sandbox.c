@@ -12,6 +12,14 @@
  * "outside" directory holding a file the child must not read.  File-system
  * cases are skipped (reported as such) on a kernel without Landlock, TCP and
  * signal scoping on one whose Landlock ABI lacks them.
+ *
+ * The compiler profile (allow_exec_compilers) is tried with gcc: the
+ * driver, cc1 and as are listed, so a compile into the work directory
+ * works, while /bin/sh, python3 and a script the child wrote do not start
+ * (EACCES from Landlock), socket() and ptrace() still kill, and a forked
+ * child or an exec'd compiler is bound by the same filter and domain.
+ * Those cases are skipped without gcc or without Landlock (which the
+ * profile requires).
  */
 #include "config.h"
 
@@ -33,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -59,7 +68,15 @@
 static char test_dir[] = "/tmp/kgym-test-sandbox.XXXXXX";
 static char work_dir[sizeof(test_dir) + 16];
 static char outside_file[sizeof(test_dir) + 32];
+static char outside_c[sizeof(test_dir) + 32];	/* valid C, unreadable inside */
+static char tiny_c[sizeof(test_dir) + 32];	/* valid C in the work directory */
+static char tiny_o[sizeof(test_dir) + 32];
+static char own_script[sizeof(test_dir) + 32];	/* executable, written by us */
 static int landlock_abi;	/* the kernel's, 0 when it has none */
+
+/* The compiler profile's programs: gcc's driver, cc1, as ("" if absent). */
+static char gcc_path[4096], cc1_path[4096], as_path[4096];
+static const char *exec_list[4];
 
 extern char **environ;
 
@@ -90,6 +107,17 @@ cpu_policy(void)
 		.cpu_seconds = CPU_SECONDS,
 	};
 
+	return p;
+}
+
+/* The same, under the compiler profile, gcc's programs listed. */
+static struct sandbox_policy
+exec_policy(void)
+{
+	struct sandbox_policy p = cpu_policy();
+
+	p.allow_exec_compilers = true;
+	p.exec_paths = exec_list;
 	return p;
 }
 
@@ -890,6 +918,14 @@ test_refused(void **state)
 {
 	const char *const forbidden[] = { "getpriority", "execve", NULL };
 	const char *const ptrace_too[] = { "ptrace", NULL };
+	const char *const relative[] = { "usr/bin/gcc", NULL };
+	const char *const root[] = { "/usr/bin/gcc", "//", NULL };
+	const char *const above_work[] = { test_dir, NULL };
+	char below[sizeof(work_dir) + 8];
+	const char *const below_work[] = { below, NULL };
+	const char *const rw[] = { "/usr/bin", NULL };
+	const char *const gcc_only[] = { "/usr/bin/gcc", NULL };
+	const char *const empty[] = { NULL };
 	struct sandbox_policy p;
 
 	p = cpu_policy();
@@ -907,6 +943,35 @@ test_refused(void **state)
 	p.extra_syscalls = ptrace_too;
 	expect_refused(&p, -EPERM);
 	expect_refused(NULL, -EINVAL);
+
+	/* The compiler profile: a list exactly with the flag ... */
+	p = cpu_policy();
+	p.exec_paths = gcc_only;
+	expect_refused(&p, -EINVAL);
+	p = cpu_policy();
+	p.allow_exec_compilers = true;
+	expect_refused(&p, -EINVAL);
+	p.exec_paths = empty;
+	expect_refused(&p, -EINVAL);
+	/* ... of absolute paths, never all of them ... */
+	p.exec_paths = relative;
+	expect_refused(&p, -EINVAL);
+	p.exec_paths = root;
+	expect_refused(&p, -EPERM);
+	/* ... and nothing writable is executable ... */
+	p.exec_paths = above_work;
+	expect_refused(&p, -EPERM);
+	snprintf(below, sizeof(below), "%s/bin", work_dir);
+	p.exec_paths = below_work;
+	expect_refused(&p, -EPERM);
+	p = exec_policy();
+	p.rw_paths = rw;
+	p.exec_paths = gcc_only;
+	expect_refused(&p, -EPERM);
+	/* ... and the flag is no way to add exec by name. */
+	p = exec_policy();
+	p.extra_syscalls = forbidden;
+	expect_refused(&p, -EPERM);
 }
 
 static int
@@ -932,6 +997,327 @@ test_missing_work_dir(void **state)
 	snprintf(missing, sizeof(missing), "%s/missing", test_dir);
 	p.work_dir = missing;
 	assert_exited(run_child(&c, NULL), ENTER_FAILED);
+}
+
+/* --------------------------------------------------- the compiler profile */
+
+static int write_file(const char *path, const char *text);
+
+/* Also writes the source the compiles use (other cases wipe work_dir). */
+static void
+need_exec_profile(void)
+{
+	if (gcc_path[0] == '\0' || cc1_path[0] == '\0' || as_path[0] == '\0') {
+		print_message("[     SKIP ] no gcc (driver, cc1 and as)\n");
+		skip();
+	}
+	if (landlock_abi <= 0) {
+		print_message("[     SKIP ] no Landlock, which the compiler "
+		    "profile needs\n");
+		skip();
+	}
+	assert_int_equal(write_file(tiny_c, "int tiny(int x) { return x + 1; }\n"),
+	    0);
+}
+
+static int
+run_exec_child(int (*fn)(void))
+{
+	struct sandbox_policy p = exec_policy();
+	struct child c = { .policy = &p, .stage = STAGE_ENTER, .fn = fn };
+
+	return run_child(&c, NULL);
+}
+
+/* Run argv[0] with TMPDIR in the work directory (gcc's temporary files);
+ * its wait status, or -1 when it could not start (errno says why). */
+static int
+spawn_wait(char *const argv[])
+{
+	char tmpdir[sizeof(work_dir) + 8];
+	char *envp[] = { "PATH=/usr/bin:/bin", tmpdir, NULL };
+	posix_spawn_file_actions_t fa;
+	int status, rc;
+	pid_t pid;
+
+	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", work_dir);
+	if (posix_spawn_file_actions_init(&fa) != 0 ||
+	    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null",
+	    O_WRONLY, 0) != 0 ||
+	    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null",
+	    O_WRONLY, 0) != 0)
+		return -1;
+	rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0) {
+		errno = rc;
+		return -1;
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		return -1;
+	return status;
+}
+
+static int
+child_exec_compiler(void)
+{
+	char *const version[] = { gcc_path, "--version", NULL };
+	char *const compile[] = { gcc_path, "-c", tiny_c, "-o", tiny_o, NULL };
+	struct stat st;
+	int status;
+
+	status = spawn_wait(version);
+	if (status < 0)
+		return 10 + (errno == EACCES);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return 2;
+	/* driver -> cc1 -> as: a real object file in the work directory */
+	status = spawn_wait(compile);
+	if (status < 0)
+		return 3;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return 4;
+	if (stat(tiny_o, &st) != 0 || st.st_size == 0)
+		return 5;
+	return 0;
+}
+
+static void
+test_exec_compiler(void **state)
+{
+	need_exec_profile();
+	unlink(tiny_o);
+	assert_exited(run_exec_child(child_exec_compiler), 0);
+}
+
+/* Exec of a program that is not listed: EACCES, no death. */
+static int
+exec_denied(const char *path)
+{
+	char *const argv[] = { (char *)path, NULL };
+
+	if (access(path, X_OK) != 0)
+		return 0;		/* not on this machine: nothing to show */
+	execve(path, argv, environ);
+	return errno == EACCES ? 0 : 1;
+}
+
+static int
+child_exec_unlisted(void)
+{
+	if (exec_denied("/bin/sh") != 0)
+		return 1;
+	if (exec_denied("/usr/bin/python3") != 0)
+		return 2;
+	/* Executable outside the sandbox (the test checked), written by a
+	 * job: a writable place never has EXECUTE. */
+	if (exec_denied(own_script) != 0)
+		return 3;
+	/* A descriptor is no way around it: execveat is not in the profile. */
+	syscall(SYS_execveat, AT_FDCWD, gcc_path, NULL, NULL, 0);
+	return 4;
+}
+
+static void
+test_exec_unlisted(void **state)
+{
+	char *const argv[] = { own_script, NULL };
+	int status, fd;
+
+	need_exec_profile();
+	fd = open(own_script, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0700);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "#!/bin/sh\nexit 7\n", 18), 18);
+	close(fd);
+	status = spawn_wait(argv);
+	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 7) {
+		print_message("[     SKIP ] %s does not run even unsandboxed "
+		    "(noexec /tmp?)\n", own_script);
+		unlink(own_script);
+		skip();
+	}
+	/* Up to execveat, refused softly; execveat kills. */
+	assert_killed(run_exec_child(child_exec_unlisted), SIGSYS);
+	unlink(own_script);
+}
+
+static int
+child_fork_socket(void)
+{
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		socket(AF_UNIX, SOCK_STREAM, 0);
+		_exit(0);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		return 2;
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS ? 0 : 3;
+}
+
+/* What a compiler reads is what the job may read: its own source, not a
+ * file outside the sandbox. */
+static int
+child_compiler_confined(void)
+{
+	char *const inside[] = { gcc_path, "-fsyntax-only", tiny_c, NULL };
+	char *const outside[] = { gcc_path, "-fsyntax-only", outside_c, NULL };
+	int status;
+
+	status = spawn_wait(inside);
+	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return 1;
+	status = spawn_wait(outside);
+	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) == 0)
+		return 2;
+	return 0;
+}
+
+static int
+child_clone_newuser(void)
+{
+	long r;
+
+	r = syscall(SYS_clone, (unsigned long)(CLONE_NEWUSER | SIGCHLD), NULL,
+	    NULL, NULL, NULL);
+	if (r == 0)
+		_exit(0);
+	return 1;
+}
+
+static int
+child_chmod_soft(void)
+{
+	char path[sizeof(work_dir) + 16];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/mode", work_dir);
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 1;
+	close(fd);
+	if (chmod(path, 0755) == 0 || errno != EPERM)
+		return 2;
+	if (stat(path, &st) != 0 || (st.st_mode & 07777) != 0600)
+		return 3;
+	unlink(path);
+	return 0;
+}
+
+/* No signal leaves under the compiler profile either, but softly (ninja
+ * signals its commands' groups when a build fails). */
+static int
+child_kill_parent_soft(void)
+{
+	if (kill(getppid(), 0) == 0 || errno != EPERM)
+		return 1;
+	if (kill(0, 0) == 0 || errno != EPERM)
+		return 2;
+	return kill(getpid(), 0) == 0 ? 0 : 3;
+}
+
+static int
+child_chmod(void)
+{
+	return chmod(work_dir, 0700) == 0 ? 0 : 1;
+}
+
+static void
+test_exec_profile_limits(void **state)
+{
+	struct stat st;
+
+	need_exec_profile();
+	/* Still no sockets, no debugging, no namespaces ... */
+	assert_killed(run_exec_child(child_socket_inet), SIGSYS);
+	assert_killed(run_exec_child(child_socket_unix), SIGSYS);
+	assert_killed(run_exec_child(child_ptrace), SIGSYS);
+	assert_killed(run_exec_child(child_process_vm_readv), SIGSYS);
+	assert_killed(run_exec_child(child_clone_newuser), SIGSYS);
+	assert_exited(run_exec_child(child_kill_parent_soft), 0);
+	assert_killed(run_simple(child_kill_parent_soft), SIGSYS);
+	/* ... in a forked child too, and for what it execs. */
+	assert_exited(run_exec_child(child_fork_socket), 0);
+	assert_int_equal(stat(outside_c, &st), 0);
+	assert_exited(run_exec_child(child_compiler_confined), 0);
+	/* Processes may be made; chmod (ld's) fails softly here only. */
+	assert_exited(run_exec_child(child_fork), 0);
+	assert_exited(run_exec_child(child_chmod_soft), 0);
+	assert_killed(run_simple(child_chmod), SIGSYS);
+}
+
+/* Without the profile, Landlock alone refuses exec too (layers hold on
+ * their own); the filter, which kills first, is test_execve's. */
+static int
+child_exec_eacces(void)
+{
+	char *const argv[] = { "true", NULL };
+
+	execve("/bin/true", argv, environ);
+	return errno == EACCES ? 0 : 1;
+}
+
+static void
+test_landlock_no_execute(void **state)
+{
+	struct child c = { .stage = STAGE_LANDLOCK, .fn = child_exec_eacces };
+
+	if (landlock_abi <= 0) {
+		print_message("[     SKIP ] no Landlock in this kernel\n");
+		skip();
+	}
+	assert_exited(run_child(&c, NULL), 0);
+}
+
+/* The strict profile with the compilers' list but not the flag: refused,
+ * and a worker's filter still kills exec of a compiler. */
+static int
+child_exec_gcc(void)
+{
+	char *const argv[] = { gcc_path, "--version", NULL };
+
+	execve(gcc_path, argv, environ);
+	return 1;
+}
+
+static void
+test_exec_profile_off(void **state)
+{
+	if (gcc_path[0] == '\0') {
+		print_message("[     SKIP ] no gcc\n");
+		skip();
+	}
+	assert_killed(run_simple(child_exec_gcc), SIGSYS);
+	assert_killed(run_simple(child_posix_spawn), SIGSYS);
+}
+
+static void
+test_exec_profile_needs_landlock(void **state)
+{
+	struct sandbox_policy p = exec_policy();
+	struct sandbox_report report;
+	char *cause = NULL;
+	int status;
+	pid_t pid;
+
+	if (landlock_abi > 0) {
+		print_message("[     SKIP ] this kernel has Landlock\n");
+		skip();
+	}
+	if (gcc_path[0] == '\0')
+		skip();
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(sandbox_enter(&p, &report, &cause) == -EOPNOTSUPP &&
+		    cause != NULL ? 0 : 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_exited(status, 0);
 }
 
 /* ------------------------------------------------------------- tables */
@@ -967,9 +1353,87 @@ test_tables(void **state)
 	assert_non_null(sandbox_syscall_note("clone"));
 	assert_non_null(sandbox_syscall_note("clone3"));
 	assert_null(sandbox_syscall_note("read"));
+
+	/* The compiler profile adds to the built-in lists, never repeats
+	 * them, and leaves out what would undo another layer. */
+	n = 0;
+	for (a = sandbox_exec_syscalls(); *a != NULL; a++, n++) {
+		for (b = a + 1; *b != NULL; b++)
+			assert_string_not_equal(*a, *b);
+		for (b = common; *b != NULL; b++)
+			assert_string_not_equal(*a, *b);
+		for (b = gpu; *b != NULL; b++)
+			assert_string_not_equal(*a, *b);
+		assert_string_not_equal(*a, "execveat");
+		assert_string_not_equal(*a, "socket");
+		assert_string_not_equal(*a, "ptrace");
+		assert_string_not_equal(*a, "setsid");
+		assert_string_not_equal(*a, "clone3");
+		assert_string_not_equal(*a, "chmod");
+	}
+	assert_true(n >= 3);
+	assert_non_null(sandbox_syscall_note("chmod"));
 }
 
 /* --------------------------------------------------------------- setup */
+
+static int
+write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f == NULL)
+		return -1;
+	fputs(text, f);
+	return fclose(f) == 0 ? 0 : -1;
+}
+
+/* gcc -print-prog-name=PROG as a real path, or "" (run before any sandbox). */
+static void
+gcc_prog(const char *prog, char *dst, size_t len)
+{
+	char cmd[sizeof(gcc_path) + 64], out[PATH_MAX], path[PATH_MAX + 16];
+	char real[PATH_MAX], *nl;
+	FILE *f;
+
+	dst[0] = '\0';
+	snprintf(cmd, sizeof(cmd), "%s -print-prog-name=%.16s 2>/dev/null",
+	    gcc_path, prog);
+	if ((f = popen(cmd, "r")) == NULL)
+		return;
+	if (fgets(out, sizeof(out), f) != NULL) {
+		if ((nl = strchr(out, '\n')) != NULL)
+			*nl = '\0';
+		/* as, ld: a bare name, found on the PATH */
+		snprintf(path, sizeof(path), "%s%s", out[0] == '/' ? "" : "/usr/bin/",
+		    out);
+		if (access(path, X_OK) == 0 && realpath(path, real) != NULL &&
+		    strlen(real) < len)
+			memcpy(dst, real, strlen(real) + 1);
+	}
+	pclose(f);
+}
+
+static void
+find_compiler(void)
+{
+	const char *drivers[] = { "/usr/bin/gcc", "/usr/bin/cc", NULL };
+	int i;
+
+	for (i = 0; drivers[i] != NULL; i++)
+		if (access(drivers[i], X_OK) == 0) {
+			snprintf(gcc_path, sizeof(gcc_path), "%s", drivers[i]);
+			break;
+		}
+	if (gcc_path[0] == '\0')
+		return;
+	gcc_prog("cc1", cc1_path, sizeof(cc1_path));
+	gcc_prog("as", as_path, sizeof(as_path));
+	exec_list[0] = gcc_path;
+	exec_list[1] = cc1_path;
+	exec_list[2] = as_path;
+	exec_list[3] = NULL;
+}
 
 static int
 setup(void **state)
@@ -988,6 +1452,13 @@ setup(void **state)
 	if (fd < 0 || write(fd, "secret", 6) != 6)
 		return -1;
 	close(fd);
+	snprintf(outside_c, sizeof(outside_c), "%s/secret.c", outside);
+	snprintf(tiny_c, sizeof(tiny_c), "%s/tiny.c", work_dir);
+	snprintf(tiny_o, sizeof(tiny_o), "%s/tiny.o", work_dir);
+	snprintf(own_script, sizeof(own_script), "%s/own.sh", work_dir);
+	if (write_file(outside_c, "int secret(void) { return 42; }\n") != 0)
+		return -1;
+	find_compiler();
 	landlock_abi = sandbox_landlock_abi();
 	if (landlock_abi < 0)
 		landlock_abi = 0;
@@ -1002,8 +1473,12 @@ teardown(void **state)
 
 	snprintf(path, sizeof(path), "%s/work/big", test_dir);
 	unlink(path);
+	unlink(tiny_c);
+	unlink(tiny_o);
+	unlink(own_script);
 	rmdir(work_dir);
 	unlink(outside_file);
+	unlink(outside_c);
 	snprintf(path, sizeof(path), "%s/outside", test_dir);
 	rmdir(path);
 	rmdir(test_dir);
@@ -1041,6 +1516,12 @@ main(void)
 		cmocka_unit_test(test_file_size_limit),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_missing_work_dir),
+		cmocka_unit_test(test_landlock_no_execute),
+		cmocka_unit_test(test_exec_profile_off),
+		cmocka_unit_test(test_exec_compiler),
+		cmocka_unit_test(test_exec_unlisted),
+		cmocka_unit_test(test_exec_profile_limits),
+		cmocka_unit_test(test_exec_profile_needs_landlock),
 	};
 
 	log_init(KGYM_LOG_WARN, true);
