@@ -368,6 +368,12 @@ def compiler_profile(backend):
             ninja = _program(os.path.join(d, "data", "bin", "ninja"))
         elif _program("ninja") and not _is_script(_program("ninja")):
             ninja = _program("ninja")
+        else:
+            # Newer ninja wheels install the binary itself beside the
+            # interpreter (a venv's bin/), which the worker's PATH lacks.
+            beside = _program(os.path.join(os.path.dirname(sys.executable), "ninja"))
+            if beside and not _is_script(beside):
+                ninja = beside
         if ninja is None:
             raise SandboxError("backend 'cuda' needs ninja (torch.utils.cpp_extension.load_inline builds "
                                "with it), and this worker has no ninja binary")
@@ -777,7 +783,17 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
     faulthandler.enable(file=sys.stderr)
-    os.environ.update(HOME=d, TMPDIR=d)
+    # Triton's and torch's caches go where this process may write (the
+    # worker's HOME, which the zygote saw at import, is read-only here).
+    os.environ.update(HOME=d, TMPDIR=d, TRITON_CACHE_DIR=os.path.join(d, ".triton"),
+                      TORCH_EXTENSIONS_DIR=os.path.join(d, "torch_extensions"))
+    try:
+        import triton  # noqa: F401 - already imported by the zygote where present
+        knobs = getattr(triton, "knobs", None)
+        if knobs is not None and hasattr(knobs, "cache"):
+            knobs.cache.dir = os.path.join(d, ".triton")
+    except Exception:  # noqa: BLE001 - no triton (CPU) or an older one: the env var does it
+        pass
     threads = int(limits.get("threads", 0))
     if threads > 0:
         torch.set_num_threads(threads)
