@@ -256,6 +256,9 @@ worker_run_job(json_t *job)
 	free(cause);
 	/* Empty before answering: a FATAL about it must come while we are busy. */
 	worker_wipe();
+	if (reply == NULL)	/* e.g. a cause that is not valid UTF-8: say so, do not die */
+		reply = json_pack("{s:I, s:s, s:s}", "job", id, "error_code", "SYSTEM_ERROR",
+		    "error_message", "the backend's answer could not be encoded as JSON");
 	if (reply == NULL || ipc_send(WORKER_CHANNEL_FD, IPC_RESULT, reply) < 0)
 		_exit(1);	/* the parent is gone or we cannot speak: nothing to do */
 	json_decref(reply);
