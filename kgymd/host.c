@@ -20,22 +20,17 @@ static void
 host_log(const struct kgym_plugin_handle *self, enum kgym_log_level level,
     const char *fmt, ...)
 {
-	const struct plugin *pl = plugin_from_handle(self);
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_emit((int)level, pl != NULL ? pl->p->name : "plugin", fmt, ap);
+	plugin_vlog(self, (int)level, fmt, ap);
 	va_end(ap);
 }
 
 static const char *
 host_config_get(const struct kgym_plugin_handle *self, const char *key)
 {
-	const struct plugin *pl = plugin_from_handle(self);
-
-	if (pl == NULL || kgymd_config == NULL)
-		return NULL;
-	return config_plugin_get(kgymd_config, pl->p->name, key);
+	return plugin_config_value(kgymd_config, self, key);
 }
 
 static const char *

@@ -387,6 +387,11 @@ void	plugin_load_all(const char *dirs, const struct kgym_host *host);
 /* Check and load one file; -errno with reason in *ret_cause (also logged). */
 int	plugin_load(const char *path, const struct kgym_host *host, char **ret_cause);
 void	plugin_unload_all(void);
+/* host->log and host->config_get for a plugin, shared by kgymd and its workers. */
+void	plugin_vlog(const struct kgym_plugin_handle *self, int level, const char *fmt,
+	    va_list ap);
+const char *plugin_config_value(const struct config *config,
+	    const struct kgym_plugin_handle *self, const char *key);
 /* Load only plugins of these kinds (bits 1 << KGYM_PLUGIN_*); others are skipped. */
 void	plugin_only_kinds(unsigned int mask);
 /* A backend's documented seccomp additions (ABI 1.1), or NULL. */

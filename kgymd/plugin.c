@@ -680,6 +680,25 @@ plugin_load_all(const char *dirs, const struct kgym_host *host)
 }
 
 void
+plugin_vlog(const struct kgym_plugin_handle *self, int level, const char *fmt, va_list ap)
+{
+	const struct plugin *pl = plugin_from_handle(self);
+
+	log_emit(level, pl != NULL ? pl->p->name : "plugin", fmt, ap);
+}
+
+const char *
+plugin_config_value(const struct config *config, const struct kgym_plugin_handle *self,
+    const char *key)
+{
+	const struct plugin *pl = plugin_from_handle(self);
+
+	if (pl == NULL || config == NULL)
+		return NULL;
+	return config_plugin_get(config, pl->p->name, key);
+}
+
+void
 plugin_only_kinds(unsigned int mask)
 {
 	plugin_kinds = mask;

@@ -49,6 +49,7 @@
 
 #include "json_lru.h"
 #include "native_workflow.h"
+#include "plugin_util.h"
 
 #define NW_BACKEND		"nvrtc"
 #define NW_DEFAULT_ARCH		"sm_90"
@@ -99,102 +100,7 @@ struct nw_task {
 
 /* ------------------------------------------------------------ helpers */
 
-static double
-nw_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static char *
-nw_strdup_host(const char *s)
-{
-	size_t n = strlen(s) + 1;
-	char *d = host->alloc(n);
-
-	if (d != NULL)
-		memcpy(d, s, n);
-	return d;
-}
-
-static int
-nw_cause(char **ret_cause, int error, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* *ret_cause = a host-freeable message; returns `error`. */
-static int
-nw_cause(char **ret_cause, int error, const char *fmt, ...)
-{
-	char buf[NW_ERRLEN];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	*ret_cause = nw_strdup_host(buf);
-	return error;
-}
-
-static int
-nw_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int
-nw_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 /* ------------------------------------------------------------ config */
-
-/* "64M"-style sizes: digits with an optional K, M or G (powers of 1024). */
-static int
-nw_parse_size(const char *s, uint64_t *ret)
-{
-	unsigned long long v;
-	char *end;
-	int shift = 0;
-
-	if (s == NULL || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0)
-		return -EINVAL;
-	switch (*end) {
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	default: break;
-	}
-	if (*end != '\0' || (shift > 0 && v > (UINT64_MAX >> shift)))
-		return -EINVAL;
-	*ret = (uint64_t)v << shift;
-	return 0;
-}
-
-static int
-nw_parse_double(const char *s, double lo, double hi, double *ret)
-{
-	char *end;
-	double v;
-
-	if (s == NULL || *s == '\0')
-		return -EINVAL;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno != 0 || *end != '\0' || !isfinite(v) || v < lo || v > hi)
-		return -EINVAL;
-	*ret = v;
-	return 0;
-}
 
 /* sm_NN with an optional letter (sm_90a): what NVRTC's -arch takes. */
 static bool
@@ -226,46 +132,46 @@ nw_read_config(char **ret_cause)
 
 	if ((v = host->config_get(self, "arch")) != NULL) {
 		if (!nw_arch_valid(v))
-			return nw_cause(ret_cause, -EINVAL, "arch = %s: expected an NVRTC "
+			return pu_cause(host, ret_cause, -EINVAL, "arch = %s: expected an NVRTC "
 			    "architecture such as sm_90", v);
 		snprintf(cfg.arch, sizeof cfg.arch, "%s", v);
 	}
 	if ((v = host->config_get(self, "max_source_bytes")) != NULL) {
-		if (nw_parse_size(v, &u) < 0 || u == 0 || u > SIZE_MAX)
-			return nw_cause(ret_cause, -EINVAL, "max_source_bytes = %s: expected "
+		if (pu_parse_size(v, &u) < 0 || u == 0 || u > SIZE_MAX)
+			return pu_cause(host, ret_cause, -EINVAL, "max_source_bytes = %s: expected "
 			    "a size such as 1M", v);
 		cfg.limits.max_source_bytes = (size_t)u;
 	}
 	if ((v = host->config_get(self, "max_tensor_bytes")) != NULL) {
-		if (nw_parse_size(v, &u) < 0 || u == 0)
-			return nw_cause(ret_cause, -EINVAL, "max_tensor_bytes = %s: expected "
+		if (pu_parse_size(v, &u) < 0 || u == 0)
+			return pu_cause(host, ret_cause, -EINVAL, "max_tensor_bytes = %s: expected "
 			    "a size such as 16G", v);
 		cfg.limits.max_tensor_bytes = u;
 	}
 	if ((v = host->config_get(self, "reference_cache_entries")) != NULL) {
-		if (nw_parse_size(v, &u) < 0 || u > 1000000)
-			return nw_cause(ret_cause, -EINVAL, "reference_cache_entries = %s: "
+		if (pu_parse_size(v, &u) < 0 || u > 1000000)
+			return pu_cause(host, ret_cause, -EINVAL, "reference_cache_entries = %s: "
 			    "expected a number from 0 to 1000000", v);
 		cfg.ref_entries = (size_t)u;
 	}
 	if ((v = host->config_get(self, "reference_cache_bytes")) != NULL) {
-		if (nw_parse_size(v, &u) < 0)
-			return nw_cause(ret_cause, -EINVAL, "reference_cache_bytes = %s: "
+		if (pu_parse_size(v, &u) < 0)
+			return pu_cause(host, ret_cause, -EINVAL, "reference_cache_bytes = %s: "
 			    "expected a size such as 64M", v);
 		cfg.ref_bytes = u;
 	}
 	if ((v = host->config_get(self, "timing_rel_precision")) != NULL &&
-	    nw_parse_double(v, 1e-6, 1.0, &cfg.timing_rel_precision) < 0)
-		return nw_cause(ret_cause, -EINVAL, "timing_rel_precision = %s: expected a "
+	    pu_parse_double(v, 1e-6, 1.0, &cfg.timing_rel_precision) < 0)
+		return pu_cause(host, ret_cause, -EINVAL, "timing_rel_precision = %s: expected a "
 		    "number from 1e-6 to 1, such as 0.005", v);
 	if ((v = host->config_get(self, "max_timing_ms")) != NULL &&
-	    nw_parse_double(v, 1.0, 3600e3, &cfg.max_timing_ms) < 0)
-		return nw_cause(ret_cause, -EINVAL, "max_timing_ms = %s: expected "
+	    pu_parse_double(v, 1.0, 3600e3, &cfg.max_timing_ms) < 0)
+		return pu_cause(host, ret_cause, -EINVAL, "max_timing_ms = %s: expected "
 		    "milliseconds from 1 to 3600000", v);
 	if ((v = host->config_get(self, "max_timing_trials")) != NULL) {
-		if (nw_parse_size(v, &u) < 0 || u < NW_MIN_TIMING_TRIALS ||
+		if (pu_parse_size(v, &u) < 0 || u < NW_MIN_TIMING_TRIALS ||
 		    u > NW_MAX_TIMING_TRIALS)
-			return nw_cause(ret_cause, -EINVAL, "max_timing_trials = %s: "
+			return pu_cause(host, ret_cause, -EINVAL, "max_timing_trials = %s: "
 			    "expected a number from %d to %d", v, NW_MIN_TIMING_TRIALS,
 			    NW_MAX_TIMING_TRIALS);
 		cfg.max_timing_trials = (json_int_t)u;
@@ -347,18 +253,18 @@ nw_check_fields(const json_t *payload, char *err, size_t errlen)
 		switch (f->type) {
 		case NW_BOOL:
 			if (!json_is_boolean(v))
-				return nw_err(err, errlen, "%s: expected true or false", f->name);
+				return pu_err(err, errlen, "%s: expected true or false", f->name);
 			break;
 		case NW_INT:
 			if (!json_is_integer(v) || (d = (double)json_integer_value(v)) < f->min ||
 			    d > f->max)
-				return nw_err(err, errlen, "%s: expected an integer from %.0f "
+				return pu_err(err, errlen, "%s: expected an integer from %.0f "
 				    "to %.0f", f->name, f->min, f->max);
 			break;
 		case NW_NUMBER:
 			if (!json_is_number(v) || (d = json_number_value(v)) < f->min ||
 			    d > f->max)
-				return nw_err(err, errlen, "%s: expected a number from %g to %g",
+				return pu_err(err, errlen, "%s: expected a number from %g to %g",
 				    f->name, f->min, f->max);
 			break;
 		}
@@ -372,12 +278,12 @@ nw_check_backend(const json_t *payload, char *err, size_t errlen)
 	const json_t *b = json_object_get(payload, "backend");
 
 	if (b == NULL)
-		return nw_err(err, errlen, "backend: required (\"nvrtc\" for a native "
+		return pu_err(err, errlen, "backend: required (\"nvrtc\" for a native "
 		    "problem and solution)");
 	if (!json_is_string(b))
-		return nw_err(err, errlen, "backend: expected a string such as \"nvrtc\"");
+		return pu_err(err, errlen, "backend: expected a string such as \"nvrtc\"");
 	if (strcmp(json_string_value(b), NW_BACKEND) != 0)
-		return nw_err(err, errlen, "backend '%s' is not available in this build "
+		return pu_err(err, errlen, "backend '%s' is not available in this build "
 		    "(%s serves: nvrtc)", json_string_value(b), nw->name);
 	return 0;
 }
@@ -397,7 +303,7 @@ nw_parse(const json_t *payload, struct spec **ret_spec, struct spec_eval **ret_e
 	int r;
 
 	if (!json_is_object(payload))
-		return nw_err(err, errlen, "payload: expected an object");
+		return pu_err(err, errlen, "payload: expected an object");
 	if ((r = nw_check_backend(payload, err, errlen)) < 0 ||
 	    (r = nw_check_fields(payload, err, errlen)) < 0)
 		return r;
@@ -425,7 +331,7 @@ nw_validate(const json_t *payload, char **ret_cause)
 	if ((r = nw_parse(payload, &spec, &ev, err, sizeof err)) < 0) {
 		if (r == -ENOMEM)
 			return r;
-		*ret_cause = nw_strdup_host(err);
+		*ret_cause = pu_strdup_host(host, err);
 		return -EINVAL;
 	}
 	spec_eval_free(ev);
@@ -563,7 +469,7 @@ nw_evaluate_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 		nw_fail(task, true, "SYSTEM_ERROR", "%s: the task lost its state", nw->name);
 		return;
 	}
-	nw_meta(t, "evaluate_job_ms", json_real(nw_now_ms() - t->t_job));
+	nw_meta(t, "evaluate_job_ms", json_real(pu_now_ms() - t->t_job));
 	if (!o->ok) {
 		nw_meta(t, "phase", o->phase != NULL ? json_string(o->phase) : NULL);
 		nw_meta(t, "worker", o->worker != NULL ? json_string(o->worker) : NULL);
@@ -647,7 +553,7 @@ nw_evaluate(struct kgym_task *task, struct nw_task *t, const json_t *solution_cu
 	js.request = request;
 	js.gpu_memory_bytes = t->device_bytes;
 	js.phase = "correctness";
-	t->t_job = nw_now_ms();
+	t->t_job = pu_now_ms();
 	r = host->job_run(task, &js, nw_evaluate_done, &cause);
 	json_decref(request);
 	if (r < 0) {
@@ -671,7 +577,7 @@ nw_compile_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 		nw_fail(task, false, "SYSTEM_ERROR", "%s: the task lost its state", nw->name);
 		return;
 	}
-	nw_meta(t, "compile_job_ms", json_real(nw_now_ms() - t->t_job));
+	nw_meta(t, "compile_job_ms", json_real(pu_now_ms() - t->t_job));
 	nw_meta(t, "compile_worker", o->worker != NULL ? json_string(o->worker) : NULL);
 	if (!o->ok) {
 		nw_meta(t, "phase", o->phase != NULL ? json_string(o->phase) : NULL);
@@ -786,7 +692,7 @@ nw_start(struct kgym_task *task, char **ret_cause)
 		host->task_set_data(task, NULL);
 		nw_task_free(t);
 		if (r != -ENOMEM)
-			*ret_cause = nw_strdup_host(err);
+			*ret_cause = pu_strdup_host(host, err);
 		return r;
 	}
 	snprintf(t->arch, sizeof t->arch, "%s", nw_arch());
@@ -820,7 +726,7 @@ nw_start(struct kgym_task *task, char **ret_cause)
 	js.where = KGYM_JOB_CPU;
 	js.request = request;
 	js.phase = "compile";
-	t->t_job = nw_now_ms();
+	t->t_job = pu_now_ms();
 	r = host->job_run(task, &js, nw_compile_done, ret_cause);
 	json_decref(request);
 	if (r < 0) {
@@ -853,12 +759,12 @@ nw_init(const struct nw_kind *kind, const struct kgym_host *h,
 	self = s;
 	if (h->struct_size < offsetof(struct kgym_host, job_run) + sizeof h->job_run ||
 	    h->job_run == NULL)
-		return nw_cause(ret_cause, -ENOTSUP, "%s needs sandboxed jobs (plugin ABI 1.1)",
+		return pu_cause(host, ret_cause, -ENOTSUP, "%s needs sandboxed jobs (plugin ABI 1.1)",
 		    kind->name);
 	if ((r = nw_read_config(ret_cause)) < 0)
 		return r;
 	if (nw_refs == NULL && (nw_refs = json_lru_new()) == NULL)
-		return nw_cause(ret_cause, -ENOMEM, "out of memory");
+		return pu_cause(host, ret_cause, -ENOMEM, "out of memory");
 	json_lru_trim(nw_refs, cfg.ref_entries, cfg.ref_bytes);
 	return 0;
 }

@@ -47,6 +47,7 @@
 
 #include "json_lru.h"
 #include "python_workflow.h"
+#include "plugin_util.h"
 
 #define PW_DEFAULT_CACHE	1024
 #define PW_DEFAULT_SOURCE	(1u << 20)
@@ -82,56 +83,6 @@ struct pw_task {
 };
 
 /* ------------------------------------------------------------ helpers */
-
-static double
-pw_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static char *
-pw_strdup_host(const char *s)
-{
-	size_t n = strlen(s) + 1;
-	char *d = host->alloc(n);
-
-	if (d != NULL)
-		memcpy(d, s, n);
-	return d;
-}
-
-static int pw_cause(char **ret_cause, int error, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int
-pw_cause(char **ret_cause, int error, const char *fmt, ...)
-{
-	char buf[PW_ERRLEN];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	*ret_cause = pw_strdup_host(buf);
-	return error;
-}
-
-static int pw_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int
-pw_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
 
 static int
 pw_random_hex(char *buf, size_t len)
@@ -233,61 +184,61 @@ pw_check(const json_t *payload, char *err, size_t errlen)
 	double d;
 
 	if (!json_is_object(payload))
-		return pw_err(err, errlen, "payload: expected an object");
+		return pu_err(err, errlen, "payload: expected an object");
 	backend = json_string_value(json_object_get(payload, "backend"));
 	for (i = 0; i < sizeof pw_fields / sizeof pw_fields[0]; i++) {
 		f = &pw_fields[i];
 		if ((v = pw_get(payload, f->name)) == NULL) {
 			if (strcmp(f->name, "reference_code") == 0 || strcmp(f->name, "kernel_code") == 0)
-				return pw_err(err, errlen, "%s: required (a string of Python) for "
+				return pu_err(err, errlen, "%s: required (a string of Python) for "
 				    "backend '%s'", f->name, backend);
 			continue;
 		}
 		switch (f->type) {
 		case PW_STRING:
 			if (!json_is_string(v))
-				return pw_err(err, errlen, "%s: expected a string", f->name);
+				return pu_err(err, errlen, "%s: expected a string", f->name);
 			if (json_string_length(v) < (size_t)f->min)
-				return pw_err(err, errlen, "%s: must not be empty", f->name);
+				return pu_err(err, errlen, "%s: must not be empty", f->name);
 			if (f->max > 0 && json_string_length(v) > (size_t)f->max)
-				return pw_err(err, errlen, "%s: longer than %.0f characters", f->name,
+				return pu_err(err, errlen, "%s: longer than %.0f characters", f->name,
 				    f->max);
 			if (f->max == 0 && json_string_length(v) > cfg.max_source)
-				return pw_err(err, errlen, "%s: %zu bytes, more than max_source_bytes "
+				return pu_err(err, errlen, "%s: %zu bytes, more than max_source_bytes "
 				    "= %zu", f->name, json_string_length(v), cfg.max_source);
 			if (strlen(json_string_value(v)) != json_string_length(v))
-				return pw_err(err, errlen, "%s: contains a NUL character", f->name);
+				return pu_err(err, errlen, "%s: contains a NUL character", f->name);
 			break;
 		case PW_BOOL:
 			if (!json_is_boolean(v))
-				return pw_err(err, errlen, "%s: expected true or false", f->name);
+				return pu_err(err, errlen, "%s: expected true or false", f->name);
 			break;
 		case PW_INT:
 			if (!json_is_integer(v) || (d = (double)json_integer_value(v)) < f->min ||
 			    d > f->max)
-				return pw_err(err, errlen, "%s: expected an integer from %.0f to %.0f",
+				return pu_err(err, errlen, "%s: expected an integer from %.0f to %.0f",
 				    f->name, f->min, f->max);
 			break;
 		case PW_NUMBER:
 			if (!json_is_number(v) || !isfinite(d = json_number_value(v)) ||
 			    d < f->min || d > f->max)
-				return pw_err(err, errlen, "%s: expected a number from %g to %g",
+				return pu_err(err, errlen, "%s: expected a number from %g to %g",
 				    f->name, f->min, f->max);
 			break;
 		}
 	}
 	if ((s = json_string_value(pw_get(payload, "entry_point"))) != NULL && !pw_identifier(s))
-		return pw_err(err, errlen, "entry_point: expected a Python identifier such as "
+		return pu_err(err, errlen, "entry_point: expected a Python identifier such as "
 		    "\"Model\", got '%s'", s);
 	if ((s = json_string_value(pw_get(payload, "reference_backend"))) != NULL &&
 	    strcmp(s, "eager") != 0 && strcmp(s, "compile") != 0)
-		return pw_err(err, errlen, "reference_backend: expected \"eager\" or \"compile\", "
+		return pu_err(err, errlen, "reference_backend: expected \"eager\" or \"compile\", "
 		    "got '%s'", s);
 	if (pw_device_class(payload) < 0)
-		return pw_err(err, errlen, "device: expected \"cpu\" or \"cuda\", got '%s'",
+		return pu_err(err, errlen, "device: expected \"cpu\" or \"cuda\", got '%s'",
 		    json_string_value(pw_get(payload, "device")));
 	if (pw_device_class(payload) == PW_CPU && strcmp(backend, "torch") != 0)
-		return pw_err(err, errlen, "device: \"cpu\" runs only backend 'torch' candidates "
+		return pu_err(err, errlen, "device: \"cpu\" runs only backend 'torch' candidates "
 		    "(backend '%s' needs a GPU)", backend);
 	return 0;
 }
@@ -298,7 +249,7 @@ pw_validate(const json_t *payload, char **ret_cause)
 	char err[PW_ERRLEN];
 
 	if (pw_check(payload, err, sizeof err) < 0) {
-		*ret_cause = pw_strdup_host(err);
+		*ret_cause = pu_strdup_host(host, err);
 		return *ret_cause != NULL ? -EINVAL : -ENOMEM;
 	}
 	return 0;
@@ -468,7 +419,7 @@ pw_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 		pw_fail(task, false, "SYSTEM_ERROR", "kernelbench: the task lost its state");
 		return;
 	}
-	json_object_set_new(t->meta, "job_ms", json_real(pw_now_ms() - t->t_job));
+	json_object_set_new(t->meta, "job_ms", json_real(pu_now_ms() - t->t_job));
 	json_object_set_new(t->meta, "worker", o->worker != NULL ? json_string(o->worker) :
 	    json_null());
 	if (!o->ok) {
@@ -566,7 +517,7 @@ pw_start(struct kgym_task *task, char **ret_cause)
 	js.where = t->cls == PW_CPU ? KGYM_JOB_CPU : KGYM_JOB_GPU;
 	js.request = request;
 	js.phase = "compile";
-	t->t_job = pw_now_ms();
+	t->t_job = pu_now_ms();
 	r = host->job_run(task, &js, pw_done, ret_cause);
 	json_decref(request);
 	if (r < 0) {
@@ -603,7 +554,7 @@ pw_read_config(char **ret_cause)
 		errno = 0;
 		u = strtoull(v, &end, 10);
 		if (errno != 0 || end == v || *end != '\0' || u > 1000000)
-			return pw_cause(ret_cause, -EINVAL, "reference_cache_entries = %s: expected "
+			return pu_cause(host, ret_cause, -EINVAL, "reference_cache_entries = %s: expected "
 			    "a number from 0 to 1000000", v);
 		cfg.cache_entries = (size_t)u;
 	}
@@ -615,7 +566,7 @@ pw_read_config(char **ret_cause)
 		else if (*end == 'M' || *end == 'm')
 			u <<= 20, end++;
 		if (errno != 0 || end == v || *end != '\0' || u == 0 || u > (1u << 30))
-			return pw_cause(ret_cause, -EINVAL, "max_source_bytes = %s: expected a "
+			return pu_cause(host, ret_cause, -EINVAL, "max_source_bytes = %s: expected a "
 			    "size such as 1M", v);
 		cfg.max_source = (size_t)u;
 	}
@@ -623,7 +574,7 @@ pw_read_config(char **ret_cause)
 		errno = 0;
 		d = strtod(v, &end);
 		if (errno != 0 || end == v || *end != '\0' || !isfinite(d) || d < 1e-6 || d > 1)
-			return pw_cause(ret_cause, -EINVAL, "timing_rel_precision = %s: expected a "
+			return pu_cause(host, ret_cause, -EINVAL, "timing_rel_precision = %s: expected a "
 			    "number from 1e-6 to 1", v);
 		cfg.timing_rel_precision = d;
 	}
@@ -640,9 +591,9 @@ pw_init(const struct kgym_host *h, const struct kgym_plugin_handle *s, char **re
 	if ((r = pw_read_config(ret_cause)) < 0)
 		return r;
 	if (pw_perf_seed[0] == '\0' && (r = pw_random_hex(pw_perf_seed, sizeof pw_perf_seed)) < 0)
-		return pw_cause(ret_cause, r, "getrandom: %s", strerror(-r));
+		return pu_cause(host, ret_cause, r, "getrandom: %s", strerror(-r));
 	if (pw_cache == NULL && (pw_cache = json_lru_new()) == NULL)
-		return pw_cause(ret_cause, -ENOMEM, "out of memory");
+		return pu_cause(host, ret_cause, -ENOMEM, "out of memory");
 	json_lru_trim(pw_cache, cfg.cache_entries, UINT64_MAX);
 	return 0;
 }

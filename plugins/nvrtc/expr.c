@@ -75,8 +75,8 @@ static const struct {
  * is the user's); cut the partial sequence so the message stays valid UTF-8
  * for JSON.
  */
-static void
-trim_partial_utf8(char *s)
+void
+expr_trim_partial_utf8(char *s)
 {
 	size_t len = strlen(s), i, need;
 	unsigned char c;
@@ -110,7 +110,7 @@ expr_error(char *err, size_t errlen, const char *text, unsigned int col, const c
 		snprintf(err, errlen, "'%s': %s at column %u", text, what, col);
 	else
 		snprintf(err, errlen, "'%s': %s", text, what);
-	trim_partial_utf8(err);
+	expr_trim_partial_utf8(err);
 }
 
 static bool
@@ -405,7 +405,7 @@ expr_parse(const char *text, struct expr **ret_expr, char *err, size_t errlen)
 		if (err != NULL && errlen > 0) {
 			snprintf(err, errlen, "'%.40s...': longer than %d bytes", text,
 			    EXPR_MAX_TEXT);
-			trim_partial_utf8(err);
+			expr_trim_partial_utf8(err);
 		}
 		return -EINVAL;
 	}

@@ -99,4 +99,10 @@ int	expr_eval_text(const char *text, const struct expr_env *env, int64_t *ret_va
  */
 bool	expr_name_valid(const char *name);
 
+/*
+ * Cut a UTF-8 sequence left incomplete at the end of s (a message truncated
+ * by snprintf), so that it stays valid for a JSON string.
+ */
+void	expr_trim_partial_utf8(char *s);
+
 #endif /* KGYM_NVRTC_EXPR_H */

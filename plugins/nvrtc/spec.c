@@ -56,26 +56,6 @@ static const size_t dtype_sizes[SPEC_NDTYPES] = {
 #define RANDINT_MAX_ABS_INT	(INT64_C(1) << 53)
 #define RANDINT_MAX_ABS		9007199254740992.0	/* 2^53 */
 
-/* Same as in expr.c: a truncated message must stay valid UTF-8 for JSON. */
-static void
-trim_partial_utf8(char *s)
-{
-	size_t len = strlen(s), i, need;
-	unsigned char c;
-
-	for (i = 0; i < 4 && i < len; i++) {
-		c = (unsigned char)s[len - 1 - i];
-		if ((c & 0xC0) == 0x80)
-			continue;
-		if (c < 0x80)
-			return;
-		need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-		if (i + 1 < need)
-			s[len - 1 - i] = '\0';
-		return;
-	}
-}
-
 /* Write "<path>: <reason>" into the caller's buffer; returns -EINVAL. */
 static int __attribute__((format(printf, 4, 5)))
 fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
@@ -91,7 +71,7 @@ fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
 		vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
 		va_end(ap);
 	}
-	trim_partial_utf8(err);
+	expr_trim_partial_utf8(err);
 	return -EINVAL;
 }
 

@@ -75,6 +75,8 @@
 
 #include <kgym/plugin.h>
 
+#include "plugin_util.h"
+
 #ifndef KGYM_LIBEXECDIR
 #define KGYM_LIBEXECDIR "/usr/local/libexec/kgym"
 #endif
@@ -131,34 +133,6 @@ py_now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static char *
-py_strdup_host(const char *s)
-{
-	size_t n = strlen(s) + 1;
-	char *d = host->alloc(n);
-
-	if (d != NULL)
-		memcpy(d, s, n);
-	return d;
-}
-
-static int py_cause(char **ret_cause, int error, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int
-py_cause(char **ret_cause, int error, const char *fmt, ...)
-{
-	char buf[2048];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	if (ret_cause != NULL)
-		*ret_cause = py_strdup_host(buf);
-	return error;
 }
 
 /* A result of DESIGN §5's shape for a job the zygote could not judge. */
@@ -350,32 +324,6 @@ py_recv(double deadline, json_t **ret_msg)
 /* ------------------------------------------------------------ config */
 
 static int
-py_parse_size(const char *s, uint64_t *ret)
-{
-	unsigned long long v;
-	char *end;
-	int shift = 0;
-
-	if (s == NULL || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0)
-		return -EINVAL;
-	switch (*end) {
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	case 'T': case 't': shift = 40; end++; break;
-	default: break;
-	}
-	if (*end != '\0' || (shift > 0 && v > (UINT64_MAX >> shift)))
-		return -EINVAL;
-	*ret = (uint64_t)v << shift;
-	return 0;
-}
-
-static int
 py_cfg_path(const char *key, const char *def, char *dst, size_t len, char **ret_cause)
 {
 	const char *v = host->config_get(self, key);
@@ -383,7 +331,7 @@ py_cfg_path(const char *key, const char *def, char *dst, size_t len, char **ret_
 	if (v == NULL)
 		v = def;
 	if (v[0] != '/' || strlen(v) >= len)
-		return py_cause(ret_cause, -EINVAL, "%s = %s: expected an absolute path", key, v);
+		return pu_cause(host, ret_cause, -EINVAL, "%s = %s: expected an absolute path", key, v);
 	snprintf(dst, len, "%s", v);
 	return 0;
 }
@@ -402,7 +350,7 @@ py_cfg_seconds(const char *key, double def, double lo, double hi, double *ret, c
 	errno = 0;
 	d = strtod(v, &end);
 	if (errno != 0 || end == v || *end != '\0' || !isfinite(d) || d < lo || d > hi)
-		return py_cause(ret_cause, -EINVAL, "%s = %s: expected a number from %g to %g",
+		return pu_cause(host, ret_cause, -EINVAL, "%s = %s: expected a number from %g to %g",
 		    key, v, lo, hi);
 	*ret = d;
 	return 0;
@@ -419,8 +367,8 @@ py_cfg_size(const char *key, uint64_t def, uint64_t lo, uint64_t hi, uint64_t *r
 		*ret = def;
 		return 0;
 	}
-	if (py_parse_size(v, &u) < 0 || u < lo || u > hi)
-		return py_cause(ret_cause, -EINVAL, "%s = %s: expected a number or a size from "
+	if (pu_parse_size(v, &u) < 0 || u < lo || u > hi)
+		return pu_cause(host, ret_cause, -EINVAL, "%s = %s: expected a number or a size from "
 		    "%" PRIu64 " to %" PRIu64, key, v, lo, hi);
 	*ret = u;
 	return 0;
@@ -515,22 +463,22 @@ py_prepare(char **ret_cause)
 		return 0;
 	zy.gpu = cvd != NULL && cvd[0] != '\0';
 	if (access(cfg.interpreter, X_OK) < 0)
-		return py_cause(ret_cause, -errno, "interpreter %s: %s", cfg.interpreter,
+		return pu_cause(host, ret_cause, -errno, "interpreter %s: %s", cfg.interpreter,
 		    strerror(errno));
 	if (access(cfg.harness, R_OK) < 0)
-		return py_cause(ret_cause, -errno, "harness %s: %s", cfg.harness, strerror(errno));
+		return pu_cause(host, ret_cause, -errno, "harness %s: %s", cfg.harness, strerror(errno));
 	/* The children need it; missing, every job would fail closed anyway. */
 	if (access(cfg.sandbox_lib, R_OK) < 0)
-		return py_cause(ret_cause, -errno, "sandbox_lib %s: %s", cfg.sandbox_lib,
+		return pu_cause(host, ret_cause, -errno, "sandbox_lib %s: %s", cfg.sandbox_lib,
 		    strerror(errno));
 	clock_gettime(CLOCK_REALTIME, &ts);
 	snprintf(started, sizeof started, "%lld.%09ld", (long long)ts.tv_sec, ts.tv_nsec);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return py_cause(ret_cause, -errno, "socketpair: %s", strerror(errno));
+		return pu_cause(host, ret_cause, -errno, "socketpair: %s", strerror(errno));
 	if ((pid = fork()) < 0) {
 		close(sv[0]);
 		close(sv[1]);
-		return py_cause(ret_cause, -errno, "fork: %s", strerror(errno));
+		return pu_cause(host, ret_cause, -errno, "fork: %s", strerror(errno));
 	}
 	if (pid == 0)
 		py_zygote_child(sv[1], argv);
@@ -633,13 +581,13 @@ py_run(const json_t *request, json_t **ret_result, char **ret_cause)
 	if (zy.state != PY_READY) {
 		*ret_result = py_failure("SYSTEM_ERROR", zy.recycle, "%s",
 		    zy.dead != NULL ? zy.dead : "the python zygote is not running");
-		return *ret_result != NULL ? 0 : py_cause(ret_cause, -ENOMEM, "out of memory");
+		return *ret_result != NULL ? 0 : pu_cause(host, ret_cause, -ENOMEM, "out of memory");
 	}
 	zy.jobs++;
 	msg = json_pack("{s:s, s:O, s:o}", "type", "job", "request", request, "limits",
 	    py_limits());
 	if (msg == NULL)
-		return py_cause(ret_cause, -ENOMEM, "out of memory building the job");
+		return pu_cause(host, ret_cause, -ENOMEM, "out of memory building the job");
 	r = py_send(msg);
 	json_decref(msg);
 	deadline = py_now() + cfg.compile_timeout + cfg.correctness_timeout + cfg.timing_timeout +
@@ -684,7 +632,7 @@ py_run(const json_t *request, json_t **ret_result, char **ret_cause)
 	}
 	*ret_result = py_failure("SYSTEM_ERROR", true, "%s", zy.dead != NULL ? zy.dead :
 	    "the python zygote failed");
-	return *ret_result != NULL ? 0 : py_cause(ret_cause, -ENOMEM, "out of memory");
+	return *ret_result != NULL ? 0 : pu_cause(host, ret_cause, -ENOMEM, "out of memory");
 }
 
 /* ------------------------------------------------------------ life cycle */
@@ -695,7 +643,7 @@ py_init(const struct kgym_host *h, const struct kgym_plugin_handle *s, char **re
 	host = h;
 	self = s;
 	if (h->struct_size < offsetof(struct kgym_host, phase) + sizeof h->phase)
-		return py_cause(ret_cause, -ENOTSUP, "python needs plugin ABI 1.1");
+		return pu_cause(host, ret_cause, -ENOTSUP, "python needs plugin ABI 1.1");
 	return py_read_config(ret_cause);
 }
 
