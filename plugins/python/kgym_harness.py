@@ -100,7 +100,7 @@ import warnings
 # kgym_static.py lies beside this file; -I keeps the script's directory off
 # sys.path, so name it (it is the installed libexec directory, root's).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kgym_static import static_check  # noqa: E402
+from kgym_static import custom_kernel_names, static_check  # noqa: E402
 
 PROTOCOL = 1
 MAX_FRAME = 64 << 20
@@ -738,6 +738,67 @@ def time_model(model, mod, job, device, sample_index=None):
             samples[kept[0]] = flatten_outputs(kept[1])
     return stats(times), samples
 
+class KernelProbe:
+    """libkgym_kprobe.so (plugins/python/kprobe.c) in this process: CUPTI's
+    kernel activity records of the calls made between start() and stop().
+    Loaded before the sandbox; libcupti by soname, so torch's copy if it
+    has one mapped."""
+
+    def __init__(self, path, cupti_path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.kgym_kprobe_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.kgym_kprobe_start.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.kgym_kprobe_stop.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.kgym_kprobe_stop.restype = ctypes.c_long
+        self.err = ctypes.create_string_buffer(512)
+        self.check(self.lib.kgym_kprobe_open((cupti_path or "").encode() or None, self.err, len(self.err)))
+
+    def check(self, r):
+        if r < 0:
+            raise OSError(-r, self.err.value.decode("utf-8", "replace"))
+        return r
+
+    def start(self):
+        self.check(self.lib.kgym_kprobe_start(self.err, len(self.err)))
+
+    def stop(self):
+        buf = ctypes.create_string_buffer(1 << 20)
+        n = self.check(self.lib.kgym_kprobe_stop(buf, len(buf), self.err, len(self.err)))
+        kernels, more_calls, more_ns, dropped = [], 0, 0, 0
+        for line in buf.raw[:n].decode("utf-8", "replace").splitlines():
+            f = line.split("\t")
+            if f[0] == "#more":
+                more_calls, more_ns = int(f[1]), int(f[2])
+            elif f[0] == "#dropped":
+                dropped = int(f[1])
+            elif len(f) == 7:
+                kernels.append({"name": f[0][:1000], "calls": int(f[1]), "total_ns": int(f[2]),
+                                "grid": [int(x) for x in f[3].split(",")],
+                                "block": [int(x) for x in f[4].split(",")],
+                                "registers": int(f[5]), "shared_bytes": int(f[6])})
+        return {"kernels": kernels, "other_calls": more_calls, "other_ns": more_ns, "dropped": dropped}
+
+
+PROFILE_CALLS = 3
+
+
+def profile_calls(probe, model, mod, job, device):
+    """The kernels PROFILE_CALLS calls of the model run, on fresh inputs made
+    before collection starts (their kernels are not the candidate's), with
+    no L2 flush in between (the flush is ours too)."""
+    with torch.no_grad():
+        inputs = [make_inputs(mod, derive_seed(job["perf_seed"], "profile", i), False, device)
+                  for i in range(PROFILE_CALLS)]
+        torch.cuda.synchronize()
+        probe.start()
+        try:
+            for x in inputs:
+                model(*x)
+            torch.cuda.synchronize()
+        finally:
+            table = probe.stop()
+    return dict(table, status="ok", calls=PROFILE_CALLS)
+
 # ------------------------------------------------------------------ children
 
 
@@ -1001,13 +1062,24 @@ def judge_samples(model, mod, records, expect, area, job, device):
 
 
 def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
+    # Every message carries the job's nonce: a frame the candidate's own
+    # code writes into this socket (it can find the descriptor) cannot.
+    nonce = job.pop("nonce")
+
     def send(obj):
-        send_msg(sock, obj)
+        send_msg(sock, dict(obj, nonce=nonce))
 
     def fail(kind, message, code=None):
         send({"type": kind, "code": code, "message": clip(message)})
         os._exit(0)
 
+    probe, probe_status = None, None
+    if job.get("profile"):
+        # Before the sandbox: libcupti is loaded from wherever it lies.
+        try:
+            probe = KernelProbe(limits["kprobe_lib"], limits.get("cupti_library"))
+        except (OSError, KeyError, AttributeError) as e:
+            probe_status = "unavailable: %s" % e
     try:
         # The compiler profile for this process alone; the reference's is the strict one.
         abi = child_setup("candidate", job, limits, {sock.fileno(), area_fd}, job_dir, lib,
@@ -1067,7 +1139,15 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
         fail("violation", "the sandbox refused: %s" % e)
     except Exception:  # noqa: BLE001
         fail("runtime_error", format_exc("%sNew raised an exception while timed:" % job["entry_point"]))
-    send({"type": "timing", "stats": s, "samples": recs})
+    profile = {"status": probe_status} if probe_status else None
+    if probe is not None:
+        try:
+            profile = profile_calls(probe, model, ref, job, device)
+        except OSError as e:
+            profile = {"status": "failed: %s" % e}
+        except Exception:  # noqa: BLE001
+            fail("runtime_error", format_exc("%sNew raised an exception while profiled:" % job["entry_point"]))
+    send({"type": "timing", "stats": s, "samples": recs, "profile": profile})
     os._exit(0)
 
 
@@ -1202,6 +1282,89 @@ def tail_of(path, n=3000):
         return ""
 
 
+# Namespaces of library kernels: a mangled name under one of them is never
+# the candidate's, whatever its last component is called.
+LIBRARY_NAMESPACES = {"at", "c10", "cub", "thrust", "cutlass", "cute", "torch", "std", "cuda", "cudnn",
+                      "cublas", "cublasLt", "flash", "triton", "pytorch_flash", "native", "cusparse",
+                      "cufft", "curand", "nvfuser", "xformers", "fbgemm_gpu", "fmha"}
+
+
+def _mangled_path(name):
+    """The components of an Itanium-mangled function name's qualified name
+    (_Z3foo..., _ZN2ns3fooE...), or None."""
+    if not name.startswith("_Z"):
+        return None
+    i, nested = 2, name.startswith("_ZN")
+    if nested:
+        i = 3
+        while i < len(name) and name[i] in "KVrRO":    # cv- and ref-qualifiers
+            i += 1
+    parts = []
+    while i < len(name) and name[i].isdigit():
+        j = i
+        while j < len(name) and name[j].isdigit():
+            j += 1
+        n = int(name[i:j])
+        parts.append(name[j:j + n])
+        i = j + n
+        if not nested:
+            break
+    return parts or None
+
+
+def is_custom_kernel(name, custom):
+    """Is the GPU kernel `name` one kernel_code defines?  Triton kernels and
+    extern "C" ones keep their identifier; C++ ones are mangled, with the
+    identifier as the last component of a path outside the libraries'
+    namespaces."""
+    if name in custom:
+        return True
+    path = _mangled_path(name)
+    return bool(path) and path[-1] in custom and path[0] not in LIBRARY_NAMESPACES
+
+
+def judge_profile(profile, custom, backend, kstats, min_share):
+    """What the candidate's profiled calls say (DESIGN §8): the metadata
+    (KernelGYM's names) and the hack, if any -- a decoy (its own kernels
+    never ran), a PyTorch fallback (its kernels a small share of the GPU
+    time), or work outside the timed window (more kernel time per call than
+    the timed median: another stream, or a forged time)."""
+    calls = max(1, int(profile.get("calls") or 1))
+    kernels = profile.get("kernels") or []
+    total_ns = sum(k["total_ns"] for k in kernels) + int(profile.get("other_ns") or 0)
+    mine = [k for k in kernels if is_custom_kernel(k["name"], custom)]
+    custom_ns = sum(k["total_ns"] for k in mine)
+    table = [{"name": k["name"], "calls": k["calls"], "total_us": k["total_ns"] / 1e3, "grid": k["grid"],
+              "block": k["block"], "registers": k["registers"], "shared_bytes": k["shared_bytes"],
+              "custom": k in mine} for k in sorted(kernels, key=lambda k: -k["total_ns"])]
+    share = custom_ns / total_ns if total_ns > 0 else 0.0
+    meta = {"num_custom_kernels": len(mine), "num_total_kernels": len(kernels),
+            "custom_kernel_cuda_time_in_profiling_us": custom_ns / 1e3,
+            "total_kernel_run_time_in_profiling_us": total_ns / 1e3,
+            "custom_kernel_share": round(share, 4), "profiled_calls": calls,
+            "custom_kernel_names": custom}
+    gpu_ms = total_ns / 1e6 / calls
+    hack = None
+    if backend in ("triton", "cuda"):
+        if custom_ns == 0:
+            hack = {"kind": "decoy_kernel",
+                    "detail": "none of the kernels kernel_code defines (%s) ran in %d profiled calls; %d other "
+                              "kernel(s) did the work" % (", ".join(custom) or "none", calls, len(kernels))}
+        elif min_share > 0 and share < min_share:
+            hack = {"kind": "pytorch_fallback",
+                    "detail": "kernel_code's own kernels took %.1f%% of the GPU kernel time (%.1f of %.1f us), "
+                              "below the %.0f%% a %s candidate must do itself; the rest: %s" %
+                              (100 * share, custom_ns / 1e3, total_ns / 1e3, 100 * min_share, backend,
+                               ", ".join(t["name"][:80] for t in table if not t["custom"])[:600])}
+    median = (kstats or {}).get("median_ms")
+    if hack is None and isinstance(median, (int, float)) and gpu_ms > 1.5 * median + 0.005:
+        hack = {"kind": "timing_mismatch",
+                "detail": "the kernels of one call take %.4f ms on the GPU, but the timed median is %.4f ms: "
+                          "work ran outside the timed window (another stream or thread) or the time was forged"
+                          % (gpu_ms, median)}
+    return table, meta, gpu_ms, hack
+
+
 class Job:
     """One job: fork both children, relay between them, enforce deadlines,
     build the result object (DESIGN §5)."""
@@ -1218,6 +1381,9 @@ class Job:
         self.phase_ms = {}
         self.phase = None          # (name, start) of the phase in progress
         self.job_dir = None
+        self.nonce = os.urandom(16).hex()   # the candidate's messages carry it
+        self.custom = []           # the kernels kernel_code defines
+        self.profile = None        # the candidate's profiled calls (KernelProbe)
 
     # -- result helpers
     def base(self, status, compiled, correctness, code=None, message=None):
@@ -1241,6 +1407,12 @@ class Job:
         self.phase_ms["static_check"] = (time.monotonic() - t0) * 1e3
         if chk is not None:
             return self.fail(chk[0], chk[1])
+        self.custom = custom_kernel_names(req["kernel_code"], req.get("backend", "torch"))
+        if job["device"] != "cpu" and req.get("backend") in ("triton", "cuda"):
+            if self.limits.get("kprobe_lib"):
+                job["profile"] = True
+            else:
+                self.meta["profile_status"] = "unavailable: no kprobe_lib (a build without CUDA)"
         try:
             ast.parse(req["reference_code"], filename="reference_code")
         except SyntaxError as e:
@@ -1308,7 +1480,8 @@ class Job:
             fcntl.fcntl(area_fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             ref = self.fork("reference", reference_child, area_fd, size, job, job_dir)
             try:
-                cand = self.fork("candidate", candidate_child, area_fd, size, job, job_dir)
+                cand = self.fork("candidate", candidate_child, area_fd, size, dict(job, nonce=self.nonce),
+                                 job_dir)
             except BaseException:
                 ref.kill()
                 raise
@@ -1441,7 +1614,15 @@ class Job:
                     elif t == "timing":
                         ref_stats = msg.get("stats")
                 else:
-                    if t == "compiled":
+                    if msg.pop("nonce", None) != self.nonce:
+                        r = self.base("completed" if compiled else "failed", compiled, False, "REWARD_HACK",
+                                      "a message the harness did not write arrived on the candidate's "
+                                      "result channel (type %r): kernel_code wrote into the harness's socket"
+                                      % str(t)[:40])
+                        self.meta["hack"] = {"kind": "forged_result",
+                                             "detail": "a frame without the job's nonce, type %r" % str(t)[:40]}
+                        return self.finish(r, landlock)
+                    if t == "compiled" and not compiled:
                         compiled = True
                         landlock = msg.get("landlock_abi")
                         enter("correctness", "correctness_timeout", 100)
@@ -1455,10 +1636,11 @@ class Job:
                     elif t == "error":
                         return self.finish(self.fail(msg.get("code") or "SYSTEM_ERROR", msg.get("message"),
                                                      compiled), landlock)
-                    elif t == "outputs" and compiled:
+                    elif t == "outputs" and compiled and cand_outputs is None:
                         cand_outputs = msg
-                    elif t == "timing" and kernel_stats is None:
+                    elif t == "timing" and kernel_stats is None and phase == "timing":
                         kernel_stats = msg.get("stats") or {}
+                        self.profile = msg.get("profile")
                         send_msg(ref.sock, {"type": "compare_samples", "records": msg.get("samples"),
                                             "expect": [sample_index]})
                         waiting_for = "the check of the timed calls' outputs"
@@ -1518,8 +1700,12 @@ class Job:
             self.meta["hack"] = hack
         if samples is not None:
             self.meta["timed_outputs_checked"] = samples.get("checked", 0)
+        if ok and kstats and isinstance(self.profile, dict):
+            ok, r = self.apply_profile(r, kstats)
         if ok and kstats:
             timing = {"kernel": dict(kstats, clock="cpu" if self.req.get("device") == "cpu" else "cuda_events")}
+            if self.meta.get("gpu_time_ms") is not None:
+                timing["kernel"]["gpu_time_ms"] = self.meta.pop("gpu_time_ms")
             r["kernel_runtime"] = kstats["median_ms"]
             if rstats:
                 timing["reference"] = dict(rstats)
@@ -1532,6 +1718,28 @@ class Job:
             if self.req.get("device") == "cpu":
                 self.meta["timing_note"] = "CPU timings are informative only (no CUPTI cross-check)"
         return r
+
+    def apply_profile(self, r, kstats):
+        """(still correct?, result) after the profiled calls' verdict."""
+        p = self.profile
+        self.meta["profile_status"] = str(p.get("status"))[:300]
+        if p.get("status") != "ok" or not isinstance(p.get("kernels"), list):
+            return True, r
+        try:
+            table, meta, gpu_ms, hack = judge_profile(p, self.custom, self.req.get("backend"), kstats,
+                                                      float(self.limits.get("min_custom_share", 0.5)))
+        except (KeyError, TypeError, ValueError) as e:
+            self.meta["profile_status"] = "unreadable: %s" % e
+            return True, r
+        r["profile"] = table[:64]
+        self.meta.update(meta)
+        self.meta["gpu_time_ms"] = gpu_ms
+        if hack is None:
+            return True, r
+        self.meta["hack"] = hack
+        r.update(correctness=False, error_code="REWARD_HACK", error_message=clip(hack["detail"]),
+                 decoy_kernel=hack["kind"] in ("decoy_kernel", "pytorch_fallback"))
+        return False, r
 
     def finish(self, r, landlock):
         if self.phase is not None:

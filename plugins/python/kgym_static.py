@@ -36,6 +36,10 @@ FORBIDDEN_MODULES = {
     "code": "running other code", "_ctypes": "raw memory and C calls", "cffi": "raw memory and C calls",
     "torch.multiprocessing": "process creation", "torch.distributed": "network access",
     "torch.utils.benchmark": "the timer",
+    # The profiler's CUPTI is the one the harness reads the kernels with.
+    "torch.profiler": "the profiler", "torch.autograd.profiler": "the profiler",
+    "torch.cuda.profiler": "the profiler", "torch._C._profiler": "the profiler",
+    "torch._C._autograd": "the profiler",
 }
 # Names that reach the interpreter's machinery or patch dispatch.
 FORBIDDEN_NAMES = {
@@ -48,6 +52,15 @@ FORBIDDEN_NAMES = {
     "__torch_function__": "overriding torch dispatch", "__torch_dispatch__": "overriding torch dispatch",
     "_make_subclass": "tensor subclasses", "_make_wrapper_subclass": "tensor subclasses",
     "elapsed_time": "the timer",
+    # Frames lead to the harness's own locals in the candidate's process
+    # (the timer, the job's secrets): an exception's traceback, a
+    # generator's or a coroutine's frame.
+    "__traceback__": "reaching other frames", "tb_frame": "reaching other frames",
+    "tb_next": "reaching other frames", "f_back": "reaching other frames",
+    "f_locals": "reaching other frames", "f_globals": "reaching other frames",
+    "f_builtins": "reaching other frames", "gi_frame": "reaching other frames",
+    "cr_frame": "reaching other frames", "ag_frame": "reaching other frames",
+    "exc_info": "reaching other frames",
 }
 FORBIDDEN_DOTTED = {
     "torch.cuda.Event": "the timer", "torch.Event": "the timer",
@@ -65,6 +78,7 @@ class StaticChecker(ast.NodeVisitor):
         self.aliases = {}          # local name -> dotted name of what was imported
         self.violations = []
         self.triton_kernels = 0
+        self.triton_names = []
         self.load_inline_calls = 0
 
     def bad(self, node, what, why):
@@ -153,6 +167,7 @@ class StaticChecker(ast.NodeVisitor):
             d = self.dotted(target) or ""
             if d in ("triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"):
                 self.triton_kernels += 1
+                self.triton_names.append(node.name)
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -232,3 +247,60 @@ def static_check(source, backend):
     if len(c.violations) > 10:
         msg.append("... and %d more" % (len(c.violations) - 10))
     return ("VALIDATION_ERROR", "\n".join(msg))
+
+
+def _cuda_global_names(text):
+    """The names of the __global__ functions a CUDA source string defines:
+    the identifier before the parameter list that follows __global__
+    (past __launch_bounds__(...) and the like)."""
+    names = []
+    at = text.find("__global__")
+    while at >= 0:
+        pos = at + len("__global__")
+        ident = ""
+        for _ in range(4):          # at most a few attribute(...) groups
+            paren = text.find("(", pos)
+            if paren < 0:
+                return names
+            head = text[pos:paren].rstrip()
+            ident = ""
+            for ch in reversed(head):
+                if ch.isalnum() or ch == "_":
+                    ident = ch + ident
+                else:
+                    break
+            if ident not in ("__launch_bounds__", "__maxnreg__", "__cluster_dims__", "__align__"):
+                break
+            close = text.find(")", paren)
+            if close < 0:
+                return names
+            pos = close + 1
+        if ident.isidentifier() and not ident.startswith("__"):
+            names.append(ident)
+        at = text.find("__global__", pos)
+    return names
+
+
+def custom_kernel_names(source, backend):
+    """The kernels kernel_code defines itself: its @triton.jit functions
+    (backend "triton"), the __global__ functions of its string constants
+    (backend "cuda").  The harness tells the candidate's own kernels from
+    PyTorch's by these names (kgym_harness.is_custom_kernel).  [] when the
+    source does not parse (static_check says why)."""
+    try:
+        tree = ast.parse(source, filename="kernel_code")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names = []
+    if backend == "triton":
+        c = StaticChecker(backend)
+        try:
+            c.visit(tree)
+        except RecursionError:
+            return []
+        names = c.triton_names
+    elif backend == "cuda":
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
+                names += _cuda_global_names(node.value)
+    return sorted(set(names))

@@ -48,6 +48,17 @@
  *   threads             torch.set_num_threads in the children (0: torch's
  *                       default)
  *   max_timing_ms       the timing budget per side (10000)
+ *   kprobe_lib          libkgym_kprobe.so (default beside the harness; built
+ *                       with CUDA): CUPTI's kernel records of a GPU
+ *                       candidate's profiled calls, for decoy, fallback and
+ *                       hidden-work detection; where it is missing, GPU
+ *                       results say they were not profiled
+ *   cupti_library       libcupti to load (default: by soname, torch's copy
+ *                       when torch has one mapped)
+ *   min_custom_share    below this share of the GPU kernel time in the
+ *                       candidate's own kernels, a "triton" or "cuda"
+ *                       candidate is a REWARD_HACK pytorch_fallback (0.5;
+ *                       0 turns the check off)
  */
 #include "config.h"
 
@@ -84,6 +95,7 @@
 #define PY_DEFAULT_INTERPRETER	"/usr/bin/python3"
 #define PY_DEFAULT_HARNESS	KGYM_LIBEXECDIR "/kgym_harness.py"
 #define PY_DEFAULT_SANDBOX_LIB	KGYM_LIBEXECDIR "/libkgym_sandbox.so"
+#define PY_DEFAULT_KPROBE_LIB	KGYM_LIBEXECDIR "/libkgym_kprobe.so"
 #define PY_MAX_FRAME		(64u << 20)
 /* Beyond the harness's own deadlines: how long run() waits for a zygote
  * that has stopped answering before it gives up on it. */
@@ -98,6 +110,9 @@ static struct {
 	char interpreter[1024];
 	char harness[1024];
 	char sandbox_lib[1024];
+	char kprobe_lib[1024];		/* "" where it is not installed */
+	char cupti_library[1024];	/* "" for libcupti's soname */
+	double min_custom_share;
 	double start_timeout;
 	double compile_timeout;
 	double correctness_timeout;
@@ -337,7 +352,7 @@ py_cfg_path(const char *key, const char *def, char *dst, size_t len, char **ret_
 }
 
 static int
-py_cfg_seconds(const char *key, double def, double lo, double hi, double *ret, char **ret_cause)
+py_cfg_number(const char *key, double def, double lo, double hi, double *ret, char **ret_cause)
 {
 	const char *v = host->config_get(self, key);
 	char *end;
@@ -386,16 +401,20 @@ py_read_config(char **ret_cause)
 	    ret_cause)) < 0 ||
 	    (r = py_cfg_path("sandbox_lib", PY_DEFAULT_SANDBOX_LIB, cfg.sandbox_lib,
 	    sizeof cfg.sandbox_lib, ret_cause)) < 0 ||
-	    (r = py_cfg_seconds("start_timeout", 120, 1, 3600, &cfg.start_timeout,
+	    (r = py_cfg_path("kprobe_lib", PY_DEFAULT_KPROBE_LIB, cfg.kprobe_lib,
+	    sizeof cfg.kprobe_lib, ret_cause)) < 0 ||
+	    (r = py_cfg_number("min_custom_share", 0.5, 0, 1, &cfg.min_custom_share,
+	    ret_cause)) < 0 ||
+	    (r = py_cfg_number("start_timeout", 120, 1, 3600, &cfg.start_timeout,
 	    ret_cause)) < 0 ||
 	    /* load_inline builds take about a minute (measured 52-56 s on an H100). */
-	    (r = py_cfg_seconds("compile_timeout", 180, 1, 86400, &cfg.compile_timeout,
+	    (r = py_cfg_number("compile_timeout", 180, 1, 86400, &cfg.compile_timeout,
 	    ret_cause)) < 0 ||
-	    (r = py_cfg_seconds("correctness_timeout", 100, 1, 86400, &cfg.correctness_timeout,
+	    (r = py_cfg_number("correctness_timeout", 100, 1, 86400, &cfg.correctness_timeout,
 	    ret_cause)) < 0 ||
-	    (r = py_cfg_seconds("timing_timeout", 250, 1, 86400, &cfg.timing_timeout,
+	    (r = py_cfg_number("timing_timeout", 250, 1, 86400, &cfg.timing_timeout,
 	    ret_cause)) < 0 ||
-	    (r = py_cfg_seconds("max_timing_ms", 10000, 1, 3600e3, &cfg.max_timing_ms,
+	    (r = py_cfg_number("max_timing_ms", 10000, 1, 3600e3, &cfg.max_timing_ms,
 	    ret_cause)) < 0 ||
 	    (r = py_cfg_size("memory", UINT64_C(16) << 30, UINT64_C(256) << 20,
 	    UINT64_C(1) << 44, &cfg.memory, ret_cause)) < 0 ||
@@ -413,6 +432,17 @@ py_read_config(char **ret_cause)
 	if ((r = py_cfg_size("threads", 0, 0, 1024, &u, ret_cause)) < 0)
 		return r;
 	cfg.threads = (long)u;
+	if (host->config_get(self, "cupti_library") != NULL &&
+	    (r = py_cfg_path("cupti_library", "", cfg.cupti_library, sizeof cfg.cupti_library,
+	    ret_cause)) < 0)
+		return r;
+	/* Without the probe (a build without CUDA) GPU jobs run unprofiled,
+	 * and their results say so. */
+	if (access(cfg.kprobe_lib, R_OK) < 0) {
+		host->log(self, KGYM_LOG_INFO, "kprobe_lib %s: %s; GPU candidates will not be "
+		    "profiled (no decoy or fallback detection)", cfg.kprobe_lib, strerror(errno));
+		cfg.kprobe_lib[0] = '\0';
+	}
 	return 0;
 }
 
@@ -532,14 +562,16 @@ py_await_hello(void)
 static json_t *
 py_limits(void)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:s, s:s, s:f}",
 	    "memory_bytes", (json_int_t)cfg.memory, "max_files", (json_int_t)cfg.max_files,
 	    "max_processes", (json_int_t)cfg.max_processes,
 	    "max_file_bytes", (json_int_t)cfg.max_file_size,
 	    "max_output_bytes", (json_int_t)cfg.max_output_bytes,
 	    "threads", (json_int_t)cfg.threads,
 	    "compile_timeout", cfg.compile_timeout, "correctness_timeout", cfg.correctness_timeout,
-	    "timing_timeout", cfg.timing_timeout, "max_timing_ms", cfg.max_timing_ms);
+	    "timing_timeout", cfg.timing_timeout, "max_timing_ms", cfg.max_timing_ms,
+	    "kprobe_lib", cfg.kprobe_lib, "cupti_library", cfg.cupti_library,
+	    "min_custom_share", cfg.min_custom_share);
 }
 
 /* A phase message: the worker's deadline, and the GPU lock for timing. */
