@@ -22,7 +22,9 @@ For each worker count W of --workers:
 Printed per row: wall seconds, tasks per minute, per-task latency p50/p95
 (kgymd: the job's service time in the worker, metadata.backend_ms, without
 queueing; baseline: the process's wall time), verdicts, and the ratio of kgymd's tasks/minute to the
-baseline's at the same W.  kgymd caches the reference's timing per problem (the
+baseline's at the same W; then, per W, the p50 of each harness phase and of the
+wait for the GPU lock.  --baseline-tasks N runs fewer baseline tasks (a rate is
+a rate); --no-baseline skips them.  kgymd caches the reference's timing per problem (the
 baseline cannot), which is part of the design; --force-refresh turns that
 off to show the zygote's share alone.  Issue 6's target (on one GPU, 50
 Triton tasks):
@@ -96,6 +98,13 @@ def run_kgymd(args, w):
     finally:
         d.cleanup()
     lat = [r["metadata"].get("backend_ms", 0) for r in res.values()]
+    # Where a task's service time goes: p50 of each harness phase and of
+    # the wait for the GPU lock (the timing phase's exclusive hold).
+    phases = {}
+    for r in res.values():
+        for name, ms in (r["metadata"].get("phases_ms") or {}).items():
+            phases.setdefault(name, []).append(ms)
+        phases.setdefault("gpu_lock_wait", []).append(r["metadata"].get("gpu_lock_wait_ms") or 0.0)
     verdicts = {}
     for r in res.values():
         key = "%s/%s" % (r.get("correctness"), r.get("error_code"))
@@ -103,13 +112,14 @@ def run_kgymd(args, w):
     return {"mode": "kgymd", "workers": w, "tasks": len(res), "wall_s": wall,
             "tasks_per_min": 60.0 * len(res) / wall, "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95),
             "verdicts": verdicts, "zygote_start_ms": max(start_ms) if start_ms else None,
-            "single_ms": statistics.median(e2e)}
+            "single_ms": statistics.median(e2e),
+            "phases_p50_ms": {k: pct(v, 0.5) for k, v in sorted(phases.items())}}
 
 
 def run_baseline(args, w):
     limits = {"memory_bytes": 16 << 30, "max_output_bytes": 256 << 20, "correctness_timeout": 300,
               "timing_timeout": 300, "compile_timeout": 300}
-    tasks = make_tasks(args, args.tasks, "base%d" % w)
+    tasks = make_tasks(args, args.baseline_tasks or args.tasks, "base%d" % w)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
            "CUDA_VISIBLE_DEVICES": "0" if args.device == "cuda" else ""}
 
@@ -153,6 +163,9 @@ def main():
     ap.add_argument("--python", default=tp.PY)
     ap.add_argument("--force-refresh", action="store_true",
                     help="bypass kgymd's reference timing cache (the baseline has none)")
+    ap.add_argument("--baseline-tasks", type=int, default=0,
+                    help="tasks for the baseline rows (default --tasks; its rate is per minute either way)")
+    ap.add_argument("--no-baseline", action="store_true", help="kgymd rows only (no ratio)")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()
     args.variant = args.variant or ("torch_correct" if args.device == "cpu" else "triton_correct")
@@ -164,12 +177,14 @@ def main():
     rows = []
     for w in [int(x) for x in args.workers.split(",")]:
         kg = run_kgymd(args, w)
+        rows.append(kg)
+        print("W=%d: kgymd %.1f tasks/min" % (w, kg["tasks_per_min"]), file=sys.stderr)
+        if args.no_baseline:
+            continue
         base = run_baseline(args, w)
         kg["ratio"] = kg["tasks_per_min"] / base["tasks_per_min"] if base["tasks_per_min"] else None
-        rows += [kg, base]
-        print("W=%d done: kgymd %.1f tasks/min, baseline %.1f tasks/min" % (w, kg["tasks_per_min"],
-                                                                             base["tasks_per_min"]),
-              file=sys.stderr)
+        rows.append(base)
+        print("W=%d: baseline %.1f tasks/min" % (w, base["tasks_per_min"]), file=sys.stderr)
     print("\nbench/python: %d x %s/%s on %s (num_perf_trials %d)\n" % (args.tasks, args.problem, args.variant,
                                                                       args.device, args.perf_trials))
     hdr = ("mode", "W", "tasks", "wall s", "tasks/min", "p50 ms", "p95 ms", "vs baseline", "verdicts")
@@ -180,11 +195,15 @@ def main():
             "%.1fx" % r["ratio"] if r.get("ratio") else "", json.dumps(r["verdicts"], sort_keys=True)))
     # A lone task: kgymd's warm worker against a fresh process with nothing
     # beside it (the baseline's least contended row).
-    base_lone = min(b["p50_ms"] for b in rows if b["mode"] == "baseline")
+    base_lone = min([b["p50_ms"] for b in rows if b["mode"] == "baseline"] or [float("nan")])
     for r in rows:
         if r.get("single_ms"):
             print("\none task alone, end to end (client's clock, median of 5), W=%d: kgymd %.0f ms; "
                   "a fresh process: %.0f ms" % (r["workers"], r["single_ms"], base_lone))
+    for r in rows:
+        if r.get("phases_p50_ms"):
+            print("\nW=%d, where a task's time goes (p50 ms): %s" % (r["workers"], ", ".join(
+                "%s %.0f" % kv for kv in r["phases_p50_ms"].items())))
     starts = [r["zygote_start_ms"] for r in rows if r.get("zygote_start_ms")]
     if starts:
         print("\nzygote start (fork to ready, once per worker): %.0f ms" % max(starts))

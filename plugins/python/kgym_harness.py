@@ -942,14 +942,22 @@ def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
                     "device_name": "cuda: " + torch.cuda.get_device_name(0) if device != "cpu" else None})
 
     area = InputArea(area_fd, area_size)
+    prepared = {}          # timed call index -> the reference's outputs (CPU)
     while True:
         msg = recv_msg(sock)
         if msg is None or msg.get("type") == "exit":
             os._exit(0)
         if msg["type"] == "compare":
             send_msg(sock, judge_trials(trials, msg.get("records"), area, job))
+        elif msg["type"] == "prepare_sample":
+            try:
+                idx = int(msg.get("index"))
+                prepared[idx] = expected_timed_outputs(model, mod, idx, job, device)
+            except Exception:  # noqa: BLE001
+                fail("SYSTEM_ERROR", format_exc("the reference failed on a timed call's inputs:"))
+            send_msg(sock, {"type": "sample_ready"})
         elif msg["type"] == "compare_samples":
-            send_msg(sock, judge_samples(model, mod, msg.get("records"), msg.get("expect"), area, job, device))
+            send_msg(sock, judge_samples(prepared, msg.get("records"), msg.get("expect"), area, job))
         elif msg["type"] == "time":
             try:
                 s, _ = time_model(model, mod, job, device)
@@ -1032,8 +1040,16 @@ def judge_trials(trials, records, area, job):
     return out
 
 
-def judge_samples(model, mod, records, expect, area, job, device):
-    """Outputs of timed calls: the candidate must behave while timed too."""
+def expected_timed_outputs(model, mod, idx, job, device):
+    """The reference's outputs (CPU copies) for timed call idx's inputs."""
+    with torch.no_grad():
+        inputs = make_inputs(mod, derive_seed(job["perf_seed"], "perf", idx), False, device)
+        return [o.detach().cpu() for o in flatten_outputs(model(*inputs))]
+
+
+def judge_samples(prepared, records, expect, area, job):
+    """Outputs of timed calls: the candidate must behave while timed too.
+    `prepared` holds the reference's outputs of the calls to check."""
     out = {"type": "verdict", "ok": True, "code": None, "message": None, "hack": None, "checked": 0}
     if not isinstance(records, list) or not isinstance(expect, list):
         records, expect = [], [0]
@@ -1044,10 +1060,9 @@ def judge_samples(model, mod, records, expect, area, job, device):
             if rec is None:
                 raise ValueError("no outputs reported for timed call %d" % idx)
             got = [area.get(d) for d in rec.get("outputs", [])]
-            with torch.no_grad():
-                inputs = make_inputs(mod, derive_seed(job["perf_seed"], "perf", idx), False, device)
-                ref = [o.detach().cpu() for o in flatten_outputs(model(*inputs))]
-            c = compare_outputs(ref, got, job)
+            if idx not in prepared:
+                raise ValueError("the reference prepared no outputs for timed call %r" % (idx,))
+            c = compare_outputs(prepared[idx], got, job)
         except (ValueError, TypeError) as e:
             c = {"ok": False, "message": str(e)}
         out["checked"] += 1
@@ -1086,6 +1101,14 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
                           job.get("compiler_profile"))
     except Exception as e:  # noqa: BLE001 - fail closed
         fail("error", "the candidate process could not enter the sandbox: %s" % e, "SYSTEM_ERROR")
+    if probe is not None:
+        # CUPTI's first collection sets itself up (a fraction of a second):
+        # here, while the GPU is shared, not in the timing phase's hold.
+        try:
+            probe.start()
+            probe.stop()
+        except OSError as e:
+            probe, probe_status = None, "failed: %s" % e
     device = "cuda" if job["device"] != "cpu" else "cpu"
     area = OutputArea(area_fd, area_size)
     try:
@@ -1175,13 +1198,16 @@ class Child:
                 self.status = 0
         return self.status
 
-    def kill(self):
+    def kill(self, wait=True):
+        """SIGKILL; wait=False leaves the reaping (a CUDA context's teardown
+        takes a while) to Job.cleanup, after the answer."""
         if self.status is None:
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.reap()
+            if wait:
+                self.reap()
         self.sock.close()
 
     def death(self):
@@ -1382,6 +1408,8 @@ class Job:
         self.phase = None          # (name, start) of the phase in progress
         self.job_dir = None
         self.nonce = os.urandom(16).hex()   # the candidate's messages carry it
+        self.children = []         # killed, reaped by cleanup()
+        self.compiles = False      # the candidate runs compilers (subreaper sweep)
         self.custom = []           # the kernels kernel_code defines
         self.profile = None        # the candidate's profiled calls (KernelProbe)
 
@@ -1430,9 +1458,17 @@ class Job:
                                  "has none (CUDA_HOME, nvcc on the PATH, or /usr/local/cuda)")
         self.job_dir = os.path.join(os.getcwd(), "job-%d-%d" % (os.getpid(), self.z.jobs))
         os.mkdir(self.job_dir, 0o700)
-        try:
-            return self.supervise(job, self.job_dir)
-        finally:
+        return self.supervise(job, self.job_dir)
+
+    def cleanup(self):
+        """After the answer is sent (the GPU lock goes with it): wait for the
+        children's end, sweep what their compilers left, remove the job's
+        files."""
+        for c in self.children:
+            c.reap()
+        if self.compiles:
+            reap_descendants()
+        if self.job_dir is not None:
             remove_tree(self.job_dir)
 
     def job_settings(self):
@@ -1462,7 +1498,7 @@ class Job:
     def supervise(self, job, job_dir):
         lim = self.limits
         size = int(lim.get("max_output_bytes", 4 << 30))
-        compiles = job.get("compiler_profile") is not None
+        self.compiles = compiles = job.get("compiler_profile") is not None
         if compiles:
             # Whatever the candidate's compilers leave behind -- in a process
             # group of their own, as ninja puts them -- becomes ours when
@@ -1488,10 +1524,9 @@ class Job:
             try:
                 return self.drive(ref, cand, job)
             finally:
-                ref.kill()
-                cand.kill()
-                if compiles:
-                    reap_descendants()
+                ref.kill(wait=False)
+                cand.kill(wait=False)
+                self.children = [ref, cand]
         finally:
             os.close(area_fd)
 
@@ -1535,25 +1570,27 @@ class Job:
         sample_index = None
         cached = None          # decided once the reference has named its device
         run_perf = req.get("run_performance", True) is not False
-        ref_timing_asked = False
+        timed_records = None   # the candidate's outputs of timed calls, checked after timing
+        sample_ready = False   # the reference holds its outputs of the sampled timed call
 
         def deadline():
             return min(phase_end, end_total) if end_total else phase_end
 
-        def enter(name, timeout_key, default):
+        def enter(name, timeout_key, default, lock=None):
             nonlocal phase, phase_end, phase_start
             self.phase_ms[phase] = (now() - phase_start) * 1e3
             phase, phase_start = name, now()
             self.phase = (name, phase_start)
             phase_end = phase_start + float(lim.get(timeout_key, default))
-            self.z.relay_phase(name, exclusive=(name == "timing" and job["device"] != "cpu"))
+            self.z.relay_phase(name, lock if job["device"] != "cpu" else None)
 
         while True:
             socks = [c.sock for c in (ref, cand) if not c.eof]
             wait = deadline() - now()
             if wait <= 0:
                 what = {"compile": "loading kernel_code and building %sNew" % job["entry_point"],
-                        "correctness": "the correctness trials", "timing": "the timed calls"}[phase]
+                        "correctness": "the correctness trials", "timing": "the timed calls",
+                        "checking": "the check of the timed calls' outputs"}[phase]
                 self.phase_ms[phase] = (now() - phase_start) * 1e3
                 limit = "the task's timeout of %g s" % total if end_total and end_total <= phase_end else \
                     "its deadline of %.0f s" % (phase_end - phase_start)
@@ -1613,6 +1650,8 @@ class Job:
                         samples = msg
                     elif t == "timing":
                         ref_stats = msg.get("stats")
+                    elif t == "sample_ready":
+                        sample_ready = True
                 else:
                     if msg.pop("nonce", None) != self.nonce:
                         r = self.base("completed" if compiled else "failed", compiled, False, "REWARD_HACK",
@@ -1641,9 +1680,13 @@ class Job:
                     elif t == "timing" and kernel_stats is None and phase == "timing":
                         kernel_stats = msg.get("stats") or {}
                         self.profile = msg.get("profile")
-                        send_msg(ref.sock, {"type": "compare_samples", "records": msg.get("samples"),
-                                            "expect": [sample_index]})
-                        waiting_for = "the check of the timed calls' outputs"
+                        timed_records = msg.get("samples")
+                        cached = self.cached_reference_timing()
+                        if cached is not None:
+                            ref_stats = cached
+                        else:
+                            send_msg(ref.sock, {"type": "time"})
+                            waiting_for = "the reference's timed calls"
                     else:
                         return self.finish(self.fail("SANDBOX_VIOLATION", "the candidate process sent an "
                                                      "unexpected %r message" % t, compiled), landlock)
@@ -1659,23 +1702,29 @@ class Job:
                     return self.finish(self.verdict_result(verdict, None, None, None, None), landlock)
                 sample_index = int.from_bytes(os.urandom(2), "little") % MIN_TIMING_TRIALS
                 sample_index = min(sample_index, max(0, job["num_perf_trials"] - 1))
-                enter("timing", "timing_timeout", 250)
+                # The reference's outputs for that call, made now, while
+                # the GPU is shared: the check after timing needs no GPU.
+                send_msg(ref.sock, {"type": "prepare_sample", "index": sample_index})
+                waiting_for = "the reference's outputs of a timed call"
+            if sample_ready and waiting_for == "the reference's outputs of a timed call":
+                enter("timing", "timing_timeout", 250, lock="exclusive")
                 send_msg(cand.sock, {"type": "time", "sample_index": sample_index})
                 waiting_for = "the candidate's timed calls"
-            if samples is not None and waiting_for == "the check of the timed calls' outputs":
-                cand.kill()
+            if kernel_stats is not None and ref_stats is not None and phase == "timing":
+                # Both sides are timed.  What is left is on the CPU (the
+                # reference prepared its outputs of the sampled call before
+                # the timing): compare, answer, and only then wait for the
+                # children's end, so the GPU is free again at once.
+                enter("checking", "correctness_timeout", 100)
+                cand.kill(wait=False)
                 cand.eof = True
+                send_msg(ref.sock, {"type": "compare_samples", "records": timed_records,
+                                    "expect": [sample_index]})
+                waiting_for = "the check of the timed calls' outputs"
+            if samples is not None and waiting_for == "the check of the timed calls' outputs":
                 if not samples["ok"]:
                     return self.finish(self.verdict_result(verdict, samples, kernel_stats, None, None), landlock)
-                cached = self.cached_reference_timing()
-                if cached is not None:
-                    return self.finish(self.verdict_result(verdict, samples, kernel_stats, cached, cached),
-                                       landlock)
-                send_msg(ref.sock, {"type": "time"})
-                ref_timing_asked = True
-                waiting_for = "the reference's timed calls"
-            if ref_stats is not None and waiting_for == "the reference's timed calls":
-                return self.finish(self.verdict_result(verdict, samples, kernel_stats, ref_stats, None), landlock)
+                return self.finish(self.verdict_result(verdict, samples, kernel_stats, ref_stats, cached), landlock)
 
     def cached_reference_timing(self):
         """The workflow's cached reference timing, if it was measured under
@@ -1796,10 +1845,11 @@ class Zygote:
         # the GPU in its "ready" message (UNTESTED); until then, this.
         return "cuda (device %s)" % os.environ.get("CUDA_VISIBLE_DEVICES", "?")
 
-    def relay_phase(self, name, exclusive=False):
+    def relay_phase(self, name, lock=None):
         """Tell the worker a new phase began (its deadline; on a GPU the
-        exclusive lock for timing) and wait for its ack."""
-        send_msg(self.sock, {"type": "phase", "phase": name, "lock": "exclusive" if exclusive else None})
+        lock it needs: "exclusive" for timing, "shared" after it, None to
+        keep what it holds) and wait for its ack."""
+        send_msg(self.sock, {"type": "phase", "phase": name, "lock": lock})
         while True:
             msg = recv_msg(self.sock)
             if msg is None:
@@ -1854,13 +1904,15 @@ class Zygote:
         if msg.get("type") != "job":
             return
         request, limits = msg.get("request") or {}, msg.get("limits") or {}
+        job = Job(self, request, limits)
         try:
-            result = Job(self, request, limits).run()
+            result = job.run()
         except Exception:  # noqa: BLE001 - the worker gets an answer, whatever happened
             result = {"status": "failed", "compiled": False, "correctness": False,
                       "error_code": "SYSTEM_ERROR",
                       "error_message": clip("the harness failed: " + traceback.format_exc())}
         send_msg(self.sock, {"type": "result", "result": result})
+        job.cleanup()
 
 
 def preload(device_hint):
@@ -1932,11 +1984,14 @@ def main(argv=None):
         preload(gpu_visible)
         a, b = socket.socketpair()
         z = Zygote(a, args.sandbox_lib)
-        z.relay_phase = lambda name, exclusive=False: None
+        z.relay_phase = lambda name, lock=None: None
         z.jobs = 1
-        result = Job(z, msg.get("request") or {}, msg.get("limits") or {}).run()
+        job = Job(z, msg.get("request") or {}, msg.get("limits") or {})
+        result = job.run()
         json.dump(result, sys.stdout)
         sys.stdout.write("\n")
+        sys.stdout.flush()
+        job.cleanup()
         b.close()
         return 0
     ap.error("one of --zygote, --once or --check is required")

@@ -137,6 +137,7 @@ static struct {
 	char *dead;			/* why it is DEAD (host-freeable copy made on use) */
 	bool recycle;			/* DEAD by dying, not by refusing to start */
 	unsigned long jobs;
+	double lock_wait_s;		/* this job's time waiting for the GPU lock */
 } zy = { .fd = -1 };
 
 /* ------------------------------------------------------------ helpers */
@@ -581,6 +582,7 @@ py_on_phase(const json_t *msg)
 	const char *phase = json_string_value(json_object_get(msg, "phase"));
 	const char *lock = json_string_value(json_object_get(msg, "lock"));
 	char why[256] = "";
+	double t0 = py_now();
 	json_t *ack;
 	int r = 0;
 
@@ -592,6 +594,7 @@ py_on_phase(const json_t *msg)
 	    (r = host->gpu_lock(strcmp(lock, "exclusive") == 0 ? KGYM_GPU_EXCLUSIVE :
 	    KGYM_GPU_SHARED)) < 0)
 		snprintf(why, sizeof why, "GPU lock: %s", strerror(-r));
+	zy.lock_wait_s += py_now() - t0;
 	ack = why[0] == '\0' ? json_pack("{s:s, s:b}", "type", "ack", "ok", 1) :
 	    json_pack("{s:s, s:b, s:s}", "type", "ack", "ok", 0, "message", why);
 	r = ack != NULL ? py_send(ack) : -ENOMEM;
@@ -616,6 +619,7 @@ py_run(const json_t *request, json_t **ret_result, char **ret_cause)
 		return *ret_result != NULL ? 0 : pu_cause(host, ret_cause, -ENOMEM, "out of memory");
 	}
 	zy.jobs++;
+	zy.lock_wait_s = 0;
 	msg = json_pack("{s:s, s:O, s:o}", "type", "job", "request", request, "limits",
 	    py_limits());
 	if (msg == NULL)
@@ -645,6 +649,7 @@ py_run(const json_t *request, json_t **ret_result, char **ret_cause)
 			    json_copy(json_object_get(zy.hello, "ready_ms")));
 			/* The job's service time in this worker, without queueing. */
 			json_object_set_new(meta, "backend_ms", json_real((py_now() - t0) * 1e3));
+			json_object_set_new(meta, "gpu_lock_wait_ms", json_real(zy.lock_wait_s * 1e3));
 			*ret_result = result;
 			return 0;
 		} else {
