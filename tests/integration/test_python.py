@@ -80,6 +80,9 @@ class PyDaemon(k.Daemon):
             os.chmod(dst, 0o755)
         keys = {"interpreter": PY, "harness": HARNESS, "sandbox_lib": sandbox_lib(),
                 "correctness_timeout": "10", "timing_timeout": "60", "max_output_bytes": "256M"}
+        kprobe = os.path.join(k.builddir(), "plugins", "python", ".libs", "libkgym_kprobe.so")
+        if os.path.exists(kprobe):      # built with CUDA: GPU candidates are profiled
+            keys["kprobe_lib"] = kprobe
         keys.update(python_conf or {})
         conf = "[plugin.python]\n" + "".join("%s = %s\n" % kv for kv in sorted(keys.items()))
         kw.setdefault("workers_conf", "cpu_workers = 2\ncompile_deadline = 120\ncorrectness_deadline = 120\n"
