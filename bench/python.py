@@ -77,8 +77,10 @@ def run_kgymd(args, w):
     kw = {"workers_conf": conf}
     if args.device == "cuda":
         kw.update(gpus="0", kgymd_conf="workers_per_gpu = %d" % w)
-    d = tp.PyDaemon(python_conf={"correctness_timeout": "300", "timing_timeout": "300",
-                                 "interpreter": args.python}, **kw)
+    conf = {"correctness_timeout": "300", "timing_timeout": "300", "interpreter": args.python}
+    if args.threads is not None:
+        conf["threads"] = str(args.threads)
+    d = tp.PyDaemon(python_conf=conf, **kw)
     try:
         d.start()
         t0 = time.monotonic()
@@ -165,6 +167,8 @@ def main():
                     help="bypass kgymd's reference timing cache (the baseline has none)")
     ap.add_argument("--baseline-tasks", type=int, default=0,
                     help="tasks for the baseline rows (default --tasks; its rate is per minute either way)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="[plugin.python] threads for kgymd's job processes (default: the plugin's)")
     ap.add_argument("--no-baseline", action="store_true", help="kgymd rows only (no ratio)")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()

@@ -106,6 +106,13 @@ def main():
                                                  and r["speedup"] > 0 else "-", verdict))
         if not match and counts:
             print("    %s" % (r.get("error_message") or "")[:400].replace("\n", "\n    "))
+        meta = r.get("metadata") or {}
+        if "custom_kernel_share" in meta or meta.get("hack"):
+            # What the CUPTI layer saw: a decoy's evidence, an honest kernel's share.
+            print("    custom kernels %s of %s, %.0f%% of GPU time; launches skipped change outputs: %s%s" % (
+                meta.get("num_custom_kernels", "?"), meta.get("num_total_kernels", "?"),
+                100 * (meta.get("custom_kernel_share") or 0), meta.get("triton_kernels_matter", "n/a"),
+                "; hack %s" % meta["hack"]["kind"] if meta.get("hack") else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({keys[t]: r for t, r in results.items()}, f, indent=1)

@@ -782,6 +782,37 @@ class KernelProbe:
 PROFILE_CALLS = 3
 
 
+def triton_kernels_matter(model, mod, job, device):
+    """Do the candidate's Triton kernels change its outputs?  One call with
+    every @triton.jit launch skipped (JITFunction.run made a no-op), one
+    normal call, on the same fresh inputs: the same outputs mean the
+    kernels are decoys, whatever share of the GPU time they take.  The
+    skipped call's outputs were allocated after calls on other inputs, so a
+    real kernel's unwritten output cannot equal the answer by chance.
+    None when the check cannot run (no triton) or the skipped call fails
+    (the candidate needed its kernels)."""
+    try:
+        from triton.runtime.jit import JITFunction
+    except Exception:  # noqa: BLE001 - no triton: nothing to check
+        return None
+    inputs = make_inputs(mod, derive_seed(job["perf_seed"], "decoy"), False, device)
+    run = JITFunction.run
+    try:
+        JITFunction.run = lambda self, *a, **kw: None
+        with torch.no_grad():
+            skipped = [o.detach().cpu().clone() for o in flatten_outputs(model(*inputs))]
+            torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - it could not do without them
+        return True
+    finally:
+        JITFunction.run = run
+    with torch.no_grad():
+        normal = [o.detach().cpu() for o in flatten_outputs(model(*inputs))]
+    if len(skipped) != len(normal):
+        return True
+    return not all(same_tensor(a, b) for a, b in zip(skipped, normal))
+
+
 def profile_calls(probe, model, mod, job, device):
     """The kernels PROFILE_CALLS calls of the model run, on fresh inputs made
     before collection starts (their kernels are not the candidate's), with
@@ -1133,6 +1164,8 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
     send({"type": "compiled", "landlock_abi": abi})
 
     records = []
+    t0 = time.monotonic()
+    first_ms = None
     try:
         with torch.no_grad():
             nonneg = True
@@ -1140,6 +1173,8 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
                 inputs = make_inputs(ref, s, False, device)
                 nonneg = nonneg and all_nonnegative(inputs)
                 records.append(run_candidate(model, inputs, s, False, area))
+                if first_ms is None:          # Triton's JIT compiles here
+                    first_ms = (time.monotonic() - t0) * 1e3
             if nonneg:
                 s = derive_seed(job["seed_base"], "signed")
                 records.append(run_candidate(model, make_inputs(ref, s, True, device), s, True, area))
@@ -1149,7 +1184,8 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
         fail("error", str(e), "RESOURCE_ERROR")
     except Exception:  # noqa: BLE001
         fail("runtime_error", format_exc("%sNew raised an exception on its inputs:" % job["entry_point"]))
-    send({"type": "outputs", "records": records})
+    send({"type": "outputs", "records": records, "first_call_ms": first_ms,
+          "trials_ms": (time.monotonic() - t0) * 1e3})
 
     msg = recv_msg(sock)
     if msg is None or msg.get("type") != "time":
@@ -1170,6 +1206,11 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
             profile = {"status": "failed: %s" % e}
         except Exception:  # noqa: BLE001
             fail("runtime_error", format_exc("%sNew raised an exception while profiled:" % job["entry_point"]))
+    if device != "cpu" and job.get("backend") == "triton":
+        try:
+            profile = dict(profile or {}, triton_kernels_matter=triton_kernels_matter(model, ref, job, device))
+        except Exception:  # noqa: BLE001
+            fail("runtime_error", format_exc("%sNew raised an exception on fresh inputs:" % job["entry_point"]))
     send({"type": "timing", "stats": s, "samples": recs, "profile": profile})
     os._exit(0)
 
@@ -1482,6 +1523,7 @@ class Job:
         job = {"reference_code": r["reference_code"], "kernel_code": r["kernel_code"],
                "entry_point": r.get("entry_point") or "Model", "device": "cpu" if device == "cpu" else "cuda",
                "reference_backend": r.get("reference_backend", "eager"), "seed_base": base,
+               "backend": r.get("backend", "torch"),
                "seeds": [derive_seed(base, "trial", i) for i in range(n)],
                "init_seed": derive_seed(base, "init"),
                "perf_seed": str(r.get("perf_seed") or base),
@@ -1677,6 +1719,9 @@ class Job:
                                                      compiled), landlock)
                     elif t == "outputs" and compiled and cand_outputs is None:
                         cand_outputs = msg
+                        for key in ("first_call_ms", "trials_ms"):
+                            if isinstance(msg.get(key), (int, float)):
+                                self.meta["candidate_" + key] = msg[key]
                     elif t == "timing" and kernel_stats is None and phase == "timing":
                         kernel_stats = msg.get("stats") or {}
                         self.profile = msg.get("profile")
@@ -1769,20 +1814,28 @@ class Job:
         return r
 
     def apply_profile(self, r, kstats):
-        """(still correct?, result) after the profiled calls' verdict."""
+        """(still correct?, result) after what the candidate's profiled
+        calls (CUPTI) and its calls with the Triton launches skipped say."""
         p = self.profile
         self.meta["profile_status"] = str(p.get("status"))[:300]
-        if p.get("status") != "ok" or not isinstance(p.get("kernels"), list):
-            return True, r
-        try:
-            table, meta, gpu_ms, hack = judge_profile(p, self.custom, self.req.get("backend"), kstats,
-                                                      float(self.limits.get("min_custom_share", 0.5)))
-        except (KeyError, TypeError, ValueError) as e:
-            self.meta["profile_status"] = "unreadable: %s" % e
-            return True, r
-        r["profile"] = table[:64]
-        self.meta.update(meta)
-        self.meta["gpu_time_ms"] = gpu_ms
+        hack = None
+        if p.get("status") == "ok" and isinstance(p.get("kernels"), list):
+            try:
+                table, meta, gpu_ms, hack = judge_profile(p, self.custom, self.req.get("backend"), kstats,
+                                                          float(self.limits.get("min_custom_share", 0.5)))
+            except (KeyError, TypeError, ValueError) as e:
+                self.meta["profile_status"] = "unreadable: %s" % e
+            else:
+                r["profile"] = table[:64]
+                self.meta.update(meta)
+                self.meta["gpu_time_ms"] = gpu_ms
+        if "triton_kernels_matter" in p:
+            matter = p["triton_kernels_matter"]
+            self.meta["triton_kernels_matter"] = matter
+            if matter is False and (hack is None or hack["kind"] == "timing_mismatch"):
+                hack = {"kind": "decoy_kernel",
+                        "detail": "the outputs are the same with every launch of kernel_code's Triton kernels "
+                                  "(%s) skipped: they do not do the work" % ", ".join(self.custom)}
         if hack is None:
             return True, r
         self.meta["hack"] = hack
