@@ -13,6 +13,8 @@
  */
 #include "config.h"
 
+#include <sys/prctl.h>
+
 #include <sys/stat.h>
 
 #include <errno.h>
@@ -356,6 +358,11 @@ main(int argc, char **argv)
 #endif
 	/* A client that goes away mid-write must not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
+	/* Our environment, memory and descriptors are not for processes of
+	 * our uid to read through /proc (a candidate, if kgymd runs as the
+	 * same user as its workers). */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		log_warn("prctl(PR_SET_DUMPABLE)");
 
 	if ((kgymd_base = event_base_new()) == NULL)
 		fatalx("cannot create the event loop");

@@ -9,7 +9,10 @@
  * layers in place, each meant to hold if another is missing:
  *
  *  1. rlimits: no core files, bounded descriptors, processes, file size, CPU
- *     time and memory; the process becomes non-dumpable.
+ *     time and memory; the process becomes non-dumpable and gives up every
+ *     capability (bounding, ambient, permitted), so that a worker started as
+ *     root cannot read other processes' /proc files with CAP_SYS_PTRACE or
+ *     override file permissions.
  *  2. Landlock: the file system shrinks to the private work directory (read-
  *     write), the system's library directories and a few files of /etc
  *     (read-only), /proc, /sys, a handful of /dev nodes and, for a GPU
@@ -52,6 +55,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include <linux/capability.h>
 #include <linux/landlock.h>
 
 #include <dirent.h>
@@ -532,6 +536,46 @@ sandbox_rlimits(const struct sandbox_policy *p, char **ret_cause)
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1) {
 		sandbox_cause(ret_cause, "sandbox: prctl(PR_SET_DUMPABLE): %s",
 		    strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/*
+ * No capability survives: a root worker keeps its uid (the driver's device
+ * nodes and the state directory are root's), but not what root's
+ * capabilities add -- reading any process's memory and environment
+ * (CAP_SYS_PTRACE), ignoring file permissions (CAP_DAC_OVERRIDE), and the
+ * rest.  The bounding set first: dropping from it needs CAP_SETPCAP, which
+ * capset() gives up.  A process without CAP_SETPCAP (not root) has nothing
+ * in its bounding set it could ever use under NO_NEW_PRIVS.
+ */
+static int
+sandbox_drop_capabilities(char **ret_cause)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+	int cap;
+
+	for (cap = 0; cap < 64; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
+			continue;
+		if (errno == EINVAL)		/* past the kernel's last capability */
+			break;
+		if (errno != EPERM) {
+			sandbox_cause(ret_cause, "sandbox: prctl(PR_CAPBSET_DROP, %d): %s", cap,
+			    strerror(errno));
+			return -errno;
+		}
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == -1 && errno != EINVAL) {
+		sandbox_cause(ret_cause, "sandbox: prctl(PR_CAP_AMBIENT_CLEAR_ALL): %s",
+		    strerror(errno));
+		return -errno;
+	}
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capset, &hdr, data) == -1) {
+		sandbox_cause(ret_cause, "sandbox: capset: %s", strerror(errno));
 		return -errno;
 	}
 	return 0;
@@ -1176,6 +1220,12 @@ sandbox_enter(const struct sandbox_policy *p, struct sandbox_report *ret_report,
 			free(cause);
 		return rc;
 	}
+
+	/* After Landlock, whose rules a root process might otherwise
+	 * need CAP_SYS_ADMIN for; before the filter, which refuses capset. */
+	rc = sandbox_drop_capabilities(ret_cause);
+	if (rc < 0)
+		return rc;
 
 	/* Last: the filter does not allow what the layers above need. */
 	rc = sandbox_seccomp(p, ret_cause);

@@ -85,6 +85,7 @@ import math
 import mmap
 import os
 import platform
+import random
 import select
 import shutil
 import signal
@@ -705,10 +706,17 @@ class Timer:
         return out, start.elapsed_time(end)
 
 
-def time_model(model, mod, job, device, sample_index=None):
+TIMED_KEEP_BYTES = 256 << 20
+
+
+def time_model(model, mod, job, device, keep=None, area=None):
     """Warm-up, then timed calls on fresh inputs (one seed per call), with an
-    adaptive stop.  Returns (stats, samples) where samples maps a call index
-    to that call's outputs (the sample index and the last call)."""
+    adaptive stop.  Returns (stats, samples).  With an area (the candidate),
+    samples maps a call index to the descriptors of that call's outputs in
+    it: every call's while they fit in TIMED_KEEP_BYTES -- the supervisor
+    picks which to check only afterwards -- then only the calls in `keep`
+    (chosen in advance, for outputs too large to keep them all) and the
+    last."""
     n = max(1, int(job.get("num_perf_trials", 100)))
     warm = max(0, int(job.get("num_warmup", 3)))
     budget = float(job.get("max_timing_ms", 10000.0))
@@ -721,21 +729,27 @@ def time_model(model, mod, job, device, sample_index=None):
             timer.call(model, inputs)
         times, samples, kept = [], {}, None
         t_start = time.monotonic()
+        keep = set(keep or ())
+        kept_bytes = 0
         for i in range(n):
             inputs = make_inputs(mod, derive_seed(base, "perf", i), False, device)
             out, ms = timer.call(model, inputs)
             times.append(ms)
             kept = (i, out)
-            if sample_index is not None and i == sample_index:
-                samples[i] = flatten_outputs(out)
+            if area is not None:
+                outs = flatten_outputs(out)
+                size = sum(o.numel() * o.element_size() for o in outs)
+                if kept_bytes + size <= TIMED_KEEP_BYTES or i in keep:
+                    samples[i] = area.put(outs)
+                    kept_bytes += size
             if len(times) >= MIN_TIMING_TRIALS:
                 s = stats(times)
                 if s["ci95_rel"] is not None and s["ci95_rel"] <= prec:
                     break
                 if (time.monotonic() - t_start) * 1e3 > budget:
                     break
-        if kept is not None and kept[0] not in samples:
-            samples[kept[0]] = flatten_outputs(kept[1])
+        if area is not None and kept is not None and kept[0] not in samples:
+            samples[kept[0]] = area.put(flatten_outputs(kept[1]))
     return stats(times), samples
 
 class KernelProbe:
@@ -780,6 +794,19 @@ class KernelProbe:
 
 
 PROFILE_CALLS = 3
+TIMED_CHECKS = 3               # timed calls whose outputs are checked, besides the last
+
+
+def timed_calls_to_check(records):
+    """Up to TIMED_CHECKS timed calls drawn at random (by the supervisor,
+    after the calls) among those whose outputs the candidate kept, and the
+    last one."""
+    have = sorted({r["index"] for r in records or [] if isinstance(r, dict) and type(r.get("index")) is int})
+    if not have:
+        return [0]                      # judge_samples: "no outputs reported"
+    pick = set(random.SystemRandom().sample(have, min(TIMED_CHECKS, len(have))))
+    pick.add(have[-1])
+    return sorted(pick)
 
 
 def triton_kernels_matter(model, mod, job, device):
@@ -886,10 +913,15 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
             knobs.cache.dir = os.path.join(d, ".triton")
     except Exception:  # noqa: BLE001 - no triton (CPU) or an older one: the env var does it
         pass
+    gpu = job["device"] != "cpu"
     threads = int(limits.get("threads", 0))
+    if threads == 0 and gpu:
+        # A GPU job's CPU work is input generation and launches: torch's
+        # default (an OpenMP thread per core, spinning) in both processes of
+        # every job on a GPU made 4 concurrent jobs 7x slower on 16 cores.
+        threads = 1
     if threads > 0:
         torch.set_num_threads(threads)
-    gpu = job["device"] != "cpu"
     if gpu:
         # UNTESTED: CUDA must be up before the filter (DESIGN §2).
         torch.cuda.init()
@@ -980,14 +1012,12 @@ def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
             os._exit(0)
         if msg["type"] == "compare":
             send_msg(sock, judge_trials(trials, msg.get("records"), area, job))
-        elif msg["type"] == "prepare_sample":
+        elif msg["type"] == "compare_samples":
             try:
-                idx = int(msg.get("index"))
-                prepared[idx] = expected_timed_outputs(model, mod, idx, job, device)
+                for idx in msg.get("expect") or []:
+                    prepared[int(idx)] = expected_timed_outputs(model, mod, int(idx), job, device)
             except Exception:  # noqa: BLE001
                 fail("SYSTEM_ERROR", format_exc("the reference failed on a timed call's inputs:"))
-            send_msg(sock, {"type": "sample_ready"})
-        elif msg["type"] == "compare_samples":
             send_msg(sock, judge_samples(prepared, msg.get("records"), msg.get("expect"), area, job))
         elif msg["type"] == "time":
             try:
@@ -1080,7 +1110,8 @@ def expected_timed_outputs(model, mod, idx, job, device):
 
 def judge_samples(prepared, records, expect, area, job):
     """Outputs of timed calls: the candidate must behave while timed too.
-    `prepared` holds the reference's outputs of the calls to check."""
+    `prepared` holds the reference's outputs of the calls to check (made
+    after the timing, when the candidate process is gone)."""
     out = {"type": "verdict", "ok": True, "code": None, "message": None, "hack": None, "checked": 0}
     if not isinstance(records, list) or not isinstance(expect, list):
         records, expect = [], [0]
@@ -1192,8 +1223,8 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
         os._exit(0)
     try:
         area.cursor = 0        # the correctness outputs have been judged
-        s, samples = time_model(model, ref, job, device, msg.get("sample_index"))
-        recs = [{"index": i, "outputs": area.put(o)} for i, o in samples.items()]
+        s, samples = time_model(model, ref, job, device, msg.get("keep"), area)
+        recs = [{"index": i, "outputs": d} for i, d in samples.items()]
     except PermissionError as e:
         fail("violation", "the sandbox refused: %s" % e)
     except Exception:  # noqa: BLE001
@@ -1609,11 +1640,9 @@ class Job:
         samples = None
         landlock = None
         waiting_for = None     # the next thing to happen, for timeouts' messages
-        sample_index = None
         cached = None          # decided once the reference has named its device
         run_perf = req.get("run_performance", True) is not False
         timed_records = None   # the candidate's outputs of timed calls, checked after timing
-        sample_ready = False   # the reference holds its outputs of the sampled timed call
 
         def deadline():
             return min(phase_end, end_total) if end_total else phase_end
@@ -1692,8 +1721,6 @@ class Job:
                         samples = msg
                     elif t == "timing":
                         ref_stats = msg.get("stats")
-                    elif t == "sample_ready":
-                        sample_ready = True
                 else:
                     if msg.pop("nonce", None) != self.nonce:
                         r = self.base("completed" if compiled else "failed", compiled, False, "REWARD_HACK",
@@ -1745,26 +1772,23 @@ class Job:
                 waiting_for = None
                 if not verdict["ok"] or not run_perf:
                     return self.finish(self.verdict_result(verdict, None, None, None, None), landlock)
-                sample_index = int.from_bytes(os.urandom(2), "little") % MIN_TIMING_TRIALS
-                sample_index = min(sample_index, max(0, job["num_perf_trials"] - 1))
-                # The reference's outputs for that call, made now, while
-                # the GPU is shared: the check after timing needs no GPU.
-                send_msg(ref.sock, {"type": "prepare_sample", "index": sample_index})
-                waiting_for = "the reference's outputs of a timed call"
-            if sample_ready and waiting_for == "the reference's outputs of a timed call":
+                # Calls whose outputs the candidate keeps even when they are
+                # too large to keep them all; otherwise it keeps every call's
+                # and the ones to check are drawn after the timing.
+                n_calls = max(1, min(job["num_perf_trials"], MIN_TIMING_TRIALS))
+                keep = sorted({int.from_bytes(os.urandom(2), "little") % n_calls for _ in range(TIMED_CHECKS)})
                 enter("timing", "timing_timeout", 250, lock="exclusive")
-                send_msg(cand.sock, {"type": "time", "sample_index": sample_index})
+                send_msg(cand.sock, {"type": "time", "keep": keep})
                 waiting_for = "the candidate's timed calls"
             if kernel_stats is not None and ref_stats is not None and phase == "timing":
-                # Both sides are timed.  What is left is on the CPU (the
-                # reference prepared its outputs of the sampled call before
-                # the timing): compare, answer, and only then wait for the
-                # children's end, so the GPU is free again at once.
+                # Both sides are timed: check the timed calls' outputs (the
+                # reference computes its own for them), answer, and only then
+                # wait for the children's end, so the GPU is free at once.
                 enter("checking", "correctness_timeout", 100)
                 cand.kill(wait=False)
                 cand.eof = True
                 send_msg(ref.sock, {"type": "compare_samples", "records": timed_records,
-                                    "expect": [sample_index]})
+                                    "expect": timed_calls_to_check(timed_records)})
                 waiting_for = "the check of the timed calls' outputs"
             if samples is not None and waiting_for == "the check of the timed calls' outputs":
                 if not samples["ok"]:
@@ -1998,6 +2022,12 @@ def main(argv=None):
     ap.add_argument("--started-at", type=float, default=None,
                     help="wall-clock time of the fork that started us (for the hello's ready_ms)")
     args = ap.parse_args(argv)
+    if args.zygote or args.once:
+        # The zygote and every job's supervisor (forked from it) hold what a
+        # candidate must not see; non-dumpable, a process of the same uid
+        # cannot read their /proc files (environ, maps, mem), and the
+        # candidate has no capability to override that.
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)      # PR_SET_DUMPABLE
 
     if args.check:
         with open(args.check) as f:

@@ -60,11 +60,23 @@ FORBIDDEN_NAMES = {
     "f_locals": "reaching other frames", "f_globals": "reaching other frames",
     "f_builtins": "reaching other frames", "gi_frame": "reaching other frames",
     "cr_frame": "reaching other frames", "ag_frame": "reaching other frames",
-    "exc_info": "reaching other frames",
+    "exc_info": "reaching other frames", "_getframe": "reaching other frames",
+    # Object internals: the classic roads to any object, module or builtin.
+    "__dict__": "reaching module internals", "__getattribute__": "computed attribute access",
+    "__base__": "reaching other objects", "__bases__": "reaching other objects",
+    "__mro__": "reaching other objects",
 }
+# Modules re-export what they import (torch.sys, torch.os, ...): an
+# attribute of any object with one of these names reaches a forbidden module
+# without an import statement.
+MODULE_ATTRIBUTES = {name: why for name, why in FORBIDDEN_MODULES.items() if "." not in name and name != "code"}
+# Functions that take an attribute's name as a string: the name must be a
+# literal, so that the checks above see it.
+ATTRIBUTE_FUNCTIONS = {"getattr", "setattr", "delattr", "hasattr"}
 FORBIDDEN_DOTTED = {
     "torch.cuda.Event": "the timer", "torch.Event": "the timer",
     "torch.cuda.Event.elapsed_time": "the timer",
+    "operator.attrgetter": "computed attribute access", "operator.methodcaller": "computed attribute access",
 }
 TENSOR_CLASSES = {"torch.Tensor", "torch._C._TensorBase", "torch._C.TensorBase", "torch.nn.Parameter",
                   "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer"}
@@ -149,6 +161,8 @@ class StaticChecker(ast.NodeVisitor):
     def visit_Attribute(self, node):
         if node.attr in FORBIDDEN_NAMES:
             self.bad(node, "'.%s'" % node.attr, FORBIDDEN_NAMES[node.attr])
+        elif node.attr in MODULE_ATTRIBUTES:
+            self.bad(node, "'.%s' (a module re-exported by another)" % node.attr, MODULE_ATTRIBUTES[node.attr])
         d = self.dotted(node)
         if d is not None:
             if d in FORBIDDEN_DOTTED:
@@ -208,6 +222,14 @@ class StaticChecker(ast.NodeVisitor):
 
     def visit_Call(self, node):
         name = self.dotted(node.func) or ""
+        if name in ATTRIBUTE_FUNCTIONS and len(node.args) >= 2:
+            attr = node.args[1]
+            if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+                self.bad(node, "%s() with a computed attribute name" % name, "names must be visible to the checks")
+            elif attr.value in FORBIDDEN_NAMES:
+                self.bad(node, "%s(..., '%s')" % (name, attr.value), FORBIDDEN_NAMES[attr.value])
+            elif attr.value in MODULE_ATTRIBUTES:
+                self.bad(node, "%s(..., '%s')" % (name, attr.value), MODULE_ATTRIBUTES[attr.value])
         if name in ("setattr", "delattr") and node.args and self.root_is_import(node.args[0]):
             self.bad(node, "%s() on an imported module" % name, "patching imported modules")
         if name.endswith("load_inline") and (name == "load_inline" or name.startswith("torch.utils.cpp_extension")):

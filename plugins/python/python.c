@@ -46,7 +46,8 @@
  *   max_output_bytes    the shared area for the candidate's outputs (4G,
  *                       sparse: only what is written costs memory)
  *   threads             torch.set_num_threads in the children (0: torch's
- *                       default)
+ *                       default for CPU jobs, 1 for GPU jobs, whose CPU
+ *                       threads only contend with the other jobs')
  *   max_timing_ms       the timing budget per side (10000)
  *   kprobe_lib          libkgym_kprobe.so (default beside the harness; built
  *                       with CUDA): CUPTI's kernel records of a GPU

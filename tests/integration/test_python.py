@@ -150,8 +150,9 @@ ONCE_LIMITS = {"memory_bytes": 16 << 30, "max_files": 256, "max_processes": 1024
                "max_output_bytes": 256 << 20, "compile_timeout": 300, "correctness_timeout": 60,
                "timing_timeout": 60}
 
-# Past the static checks, as a candidate that means it would write it.
-SNEAK = ("_imp = torch.__dict__['__bui' + 'ltins__']['__imp' + 'ort__']\n"
+# Past the static checks, as a candidate that means it would write it: a
+# pickle names any function in bytes the checks do not read.
+SNEAK = ("import pickle\n_imp = pickle.loads(b'cbuiltins\\n__import__\\n.')\n"
          "_sp = _imp('sub' + 'process')\n"
          "_os = _imp('o' + 's')\n")
 
@@ -231,7 +232,7 @@ def test_load_inline_cpu_in_sandbox():
         raise k.Skip("torch's C++ headers are not installed (Debian: libtorch-dev, pybind11-dev)")
     r = run_once(CPU_LOAD_INLINE)
     k.check(r["status"] == "completed" and r["compiled"] is True and r["correctness"] is True, show(r))
-    k.check(r["kernel_runtime"] > 0 and r["metadata"]["timed_outputs_checked"] == 1, show(r))
+    k.check(r["kernel_runtime"] > 0 and r["metadata"]["timed_outputs_checked"] >= 3, show(r))
     sb = r["metadata"]["sandbox"]
     k.check(sb["seccomp"] is True and sb["landlock_abi"] > 0 and sb["candidate_profile"] == "compilers", sb)
 
@@ -261,12 +262,12 @@ def test_compiler_profile_socket_kills():
     """The compiler profile adds no socket: it kills, in the candidate and in
     a process the candidate forks (which inherits the filter)."""
     need_toolchain()
-    r = run_once(CANDIDATE_HEAD + SNEAK + UNUSED_LOAD_INLINE + "_imp('soc' + 'ket').socket()\n" +
+    r = run_once(CANDIDATE_HEAD + SNEAK + UNUSED_LOAD_INLINE + "pickle.loads(b'csocket\\nsocket\\n.')()\n" +
                  relu_candidate("return x"))
     k.check(r["status"] == "failed" and r["error_code"] == "SANDBOX_VIOLATION", show(r))
     k.check("SIGSYS" in r["error_message"], show(r))
     body = ("_pid = _os.fork()\n"
-            "if _pid == 0:\n    _imp('soc' + 'ket').socket()\n    _os._exit(0)\n"
+            "if _pid == 0:\n    pickle.loads(b'csocket\\nsocket\\n.')()\n    _os._exit(0)\n"
             "_st = _os.waitpid(_pid, 0)[1]\n"
             "raise RuntimeError('forked child: signal %d, exit %d' % (_os.WTERMSIG(_st) if _os.WIFSIGNALED(_st) "
             "else 0, _os.WEXITSTATUS(_st) if _os.WIFEXITED(_st) else -1))\n")
@@ -369,7 +370,7 @@ def test_examples():
             k.check(res["kernel_runtime"] > 0 and res["reference_runtime"] > 0 and res["speedup"] > 0, what)
             tk = res["timing"]["kernel"]
             k.check(tk["trials"] >= 1 and tk["min_ms"] <= tk["median_ms"] <= tk["max_ms"], what)
-            k.check(meta["timed_outputs_checked"] == 1, what)
+            k.check(meta["timed_outputs_checked"] >= 3, "%s: 3 random timed calls and the last" % what)
         else:
             k.check(res["kernel_runtime"] == -1 and res["speedup"] == -1, what)
             k.check("differ" in res["error_message"], what)
@@ -405,9 +406,9 @@ def test_syntax_error_is_compilation_error():
 
 
 def test_sandbox_socket_killed():
-    """Past the static checks (a string-built import), socket() meets seccomp."""
-    prelude = ("_imp = torch.__dict__['__bui' + 'ltins__']['__imp' + 'ort__']\n"
-               "_imp('soc' + 'ket').socket()\n")
+    """Past the static checks (socket.socket named in a pickle), socket()
+    meets seccomp."""
+    prelude = "import pickle\npickle.loads(b'csocket\\nsocket\\n.')()\n"
     r = run_tasks(D, [task("socket", RELU_REF, relu_candidate("return x", prelude))])["socket"]
     k.check(r["status"] == "failed" and r["error_code"] == "SANDBOX_VIOLATION", show(r))
     k.check("SIGSYS" in r["error_message"], show(r))

@@ -260,7 +260,13 @@ def test_unstartable_worker_backs_off():
 
 
 def fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
+    """kgymd's open descriptors; None where /proc hides them (kgymd is
+    non-dumpable, and a test run without root's CAP_SYS_PTRACE may not
+    list them)."""
+    try:
+        return len(os.listdir("/proc/%d/fd" % pid))
+    except PermissionError:
+        return None
 
 
 def rss_kb(pid):
@@ -298,6 +304,9 @@ def test_1000_task_mix():
         kids = children_of(pid)
         k.check(len(kids) == 4, "only the 4 slot workers remain: %r" % kids)
         fds1, rss1 = fd_count(pid), rss_kb(pid)
+        if fds0 is None or fds1 is None:
+            print("kgymd's descriptors are not listable by this user (not root): fd check skipped")
+            fds0 = fds1 = -1
         k.check(fds1 <= fds0 + 2, "kgymd fds %d -> %d" % (fds0, fds1))
         k.check(rss1 < rss0 + 8 * 1024, "kgymd RSS %d -> %d kB" % (rss0, rss1))
         print("1000-task mix: %r, fds %d -> %d, RSS %d -> %d kB" % (by, fds0, fds1, rss0, rss1))

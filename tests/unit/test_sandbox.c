@@ -271,6 +271,46 @@ test_allowed(void **state)
 	assert_int_equal(report.landlock_abi, landlock_abi);
 }
 
+/* 0 when /proc/self/status says `field` is all zero bits. */
+static int
+status_caps_zero(const char *field)
+{
+	char line[256];
+	unsigned long long v = 1;
+	size_t n = strlen(field);
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof line, f) != NULL)
+		if (strncmp(line, field, n) == 0 && line[n] == ':')
+			v = strtoull(line + n + 1, NULL, 16);
+	fclose(f);
+	return v == 0 ? 0 : 1;
+}
+
+/* A root worker keeps no capability (CAP_SYS_PTRACE would open every
+ * process's /proc files to the candidate). */
+static int
+child_no_capabilities(void)
+{
+	if (status_caps_zero("CapEff") != 0)
+		return 1;
+	if (status_caps_zero("CapPrm") != 0)
+		return 2;
+	if (status_caps_zero("CapAmb") != 0)
+		return 3;
+	if (geteuid() == 0 && status_caps_zero("CapBnd") != 0)
+		return 4;
+	return 0;
+}
+
+static void
+test_no_capabilities(void **state)
+{
+	assert_exited(run_simple(child_no_capabilities), 0);
+}
+
 static int
 child_system_reads(void)
 {
@@ -1493,6 +1533,7 @@ main(void)
 		cmocka_unit_test(test_tables),
 		cmocka_unit_test(test_allowed),
 		cmocka_unit_test(test_system_reads),
+		cmocka_unit_test(test_no_capabilities),
 		cmocka_unit_test(test_wipe),
 		cmocka_unit_test(test_soft_denials),
 		cmocka_unit_test(test_signal_self),
