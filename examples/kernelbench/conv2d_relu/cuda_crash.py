@@ -1,4 +1,5 @@
-# Crash: the kernel writes through a null pointer.
+# Crash: the kernel writes far outside its output (an illegal address).
+# (A store through nullptr itself is undefined behaviour that nvcc may drop.)
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -26,7 +27,7 @@ __global__ void conv_relu_kernel(const float *x, const float *w, const float *bi
                     continue;
                 acc += x[(((long)n * C + c) * H + ih) * W + iw] * w[((oc * C + c) * ks + kh) * ks + kw];
             }
-    ((float *)nullptr)[idx] = fmaxf(acc, 0.f);
+    y[idx + (1L << 40)] = fmaxf(acc, 0.f);
 }
 
 torch::Tensor conv_relu_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b)
