@@ -58,8 +58,13 @@ modules); a violation is a VALIDATION_ERROR naming the line.
 
 Trust: timings measured inside the candidate process are only as good as the
 harness code that runs in that process, which the candidate could in
-principle patch.  On a GPU the CUPTI layer (issue 5) is the cross-check; in
-CPU mode the timings are informative only.
+principle patch; the static checks close the roads to it they know (frames,
+module re-exports such as torch.sys, computed attribute names).  On a GPU
+the candidate's calls are also profiled with CUPTI (KernelProbe, through
+libkgym_kprobe.so, loaded before the sandbox), and the supervisor judges the
+tally: decoys, PyTorch fallbacks, kernel time beyond the timed median.  The
+candidate's messages carry a per-job nonce, so frames its code writes into
+the socket are caught.  In CPU mode the timings are informative only.
 
 Modes:
     --zygote --fd N     serve jobs over fd N (length-prefixed JSON frames)
