@@ -202,10 +202,20 @@ class StaticChecker(ast.NodeVisitor):
                                                   else "an item of an imported module"),
                      "patching imported modules")
 
+    def follow_alias(self, target, value):
+        """`name = torch.cuda` makes `name` an imported module too: what is
+        refused through torch.cuda is refused through it."""
+        if isinstance(target, ast.Name) and value is not None and self.root_is_import(value):
+            d = self.dotted(value)
+            if d is not None:
+                self.aliases[target.id] = d
+
     def visit_Assign(self, node):
         for t in node.targets:
             self.check_target(node, t)
         self.generic_visit(node)
+        for t in node.targets:
+            self.follow_alias(t, node.value)
 
     def visit_AugAssign(self, node):
         self.check_target(node, node.target)
@@ -214,6 +224,11 @@ class StaticChecker(ast.NodeVisitor):
     def visit_AnnAssign(self, node):
         self.check_target(node, node.target)
         self.generic_visit(node)
+        self.follow_alias(node.target, node.value)
+
+    def visit_NamedExpr(self, node):
+        self.generic_visit(node)
+        self.follow_alias(node.target, node.value)
 
     def visit_Delete(self, node):
         for t in node.targets:
