@@ -935,6 +935,10 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
     if profile is not None:
         # What the compilers are told, so that they run only listed programs.
         os.environ.update(profile["env"])
+        if profile.get("cache_seed"):
+            # Triton's cuda_utils.so, built once by the zygote: a copy, so
+            # what this process writes there reaches no other task.
+            shutil.copytree(profile["cache_seed"], os.path.join(d, ".triton"), dirs_exist_ok=True)
         if profile["backend"] == "triton" and gpu and "TRITON_LIBCUDA_PATH" not in os.environ:
             where = libcuda_dir()
             if where:
@@ -1011,16 +1015,44 @@ def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
 
     area = InputArea(area_fd, area_size)
     prepared = {}          # timed call index -> the reference's outputs (CPU)
+    # While the candidate runs its trials (the GPU is shared then), make the
+    # expected outputs of the calls it will time, in order, within
+    # TIMED_KEEP_BYTES -- at least the first MIN_TIMING_TRIALS, the calls
+    # every timing makes: checking the timed calls afterwards is then a
+    # comparison on the CPU, for which the supervisor gives the GPU lock up.
+    # Stopped for good by "compare": after it the GPU may be a timer's.
+    todo = list(range(max(1, int(job.get("num_perf_trials", 100))))) \
+        if job.get("run_performance", True) is not False else []
+    prepared_bytes = 0
+
+    def prepare_next():
+        nonlocal todo, prepared_bytes
+        idx = todo.pop(0)
+        try:
+            prepared[idx] = expected_timed_outputs(model, mod, idx, job, device)
+        except Exception:  # noqa: BLE001
+            fail("SYSTEM_ERROR", format_exc("the reference failed on a timed call's inputs:"))
+        prepared_bytes += sum(o.numel() * o.element_size() for o in prepared[idx])
+        if prepared_bytes >= TIMED_KEEP_BYTES:
+            todo = []
+
     while True:
+        if todo and not select.select([sock], [], [], 0)[0]:
+            prepare_next()
+            continue
         msg = recv_msg(sock)
         if msg is None or msg.get("type") == "exit":
             os._exit(0)
         if msg["type"] == "compare":
-            send_msg(sock, judge_trials(trials, msg.get("records"), area, job))
+            while todo and todo[0] < MIN_TIMING_TRIALS:
+                prepare_next()
+            todo = []
+            send_msg(sock, dict(judge_trials(trials, msg.get("records"), area, job), prepared=sorted(prepared)))
         elif msg["type"] == "compare_samples":
             try:
                 for idx in msg.get("expect") or []:
-                    prepared[int(idx)] = expected_timed_outputs(model, mod, int(idx), job, device)
+                    if int(idx) not in prepared:      # beyond what was made in advance
+                        prepared[int(idx)] = expected_timed_outputs(model, mod, int(idx), job, device)
             except Exception:  # noqa: BLE001
                 fail("SYSTEM_ERROR", format_exc("the reference failed on a timed call's inputs:"))
             send_msg(sock, judge_samples(prepared, msg.get("records"), msg.get("expect"), area, job))
@@ -1220,15 +1252,25 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
         fail("error", str(e), "RESOURCE_ERROR")
     except Exception:  # noqa: BLE001
         fail("runtime_error", format_exc("%sNew raised an exception on its inputs:" % job["entry_point"]))
+    matter = None
+    if device != "cpu" and job.get("backend") == "triton":
+        # A correctness question, asked here, while the GPU is shared, not in
+        # the timing phase's exclusive hold.
+        try:
+            matter = triton_kernels_matter(model, ref, job, device)
+        except Exception:  # noqa: BLE001
+            fail("runtime_error", format_exc("%sNew raised an exception on fresh inputs:" % job["entry_point"]))
     send({"type": "outputs", "records": records, "first_call_ms": first_ms,
-          "trials_ms": (time.monotonic() - t0) * 1e3})
+          "trials_ms": (time.monotonic() - t0) * 1e3, "triton_kernels_matter": matter})
 
     msg = recv_msg(sock)
     if msg is None or msg.get("type") != "time":
         os._exit(0)
     try:
         area.cursor = 0        # the correctness outputs have been judged
+        t0 = time.monotonic()
         s, samples = time_model(model, ref, job, device, msg.get("keep"), area)
+        t1 = time.monotonic()
         recs = [{"index": i, "outputs": d} for i, d in samples.items()]
     except PermissionError as e:
         fail("violation", "the sandbox refused: %s" % e)
@@ -1242,12 +1284,8 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
             profile = {"status": "failed: %s" % e}
         except Exception:  # noqa: BLE001
             fail("runtime_error", format_exc("%sNew raised an exception while profiled:" % job["entry_point"]))
-    if device != "cpu" and job.get("backend") == "triton":
-        try:
-            profile = dict(profile or {}, triton_kernels_matter=triton_kernels_matter(model, ref, job, device))
-        except Exception:  # noqa: BLE001
-            fail("runtime_error", format_exc("%sNew raised an exception on fresh inputs:" % job["entry_point"]))
-    send({"type": "timing", "stats": s, "samples": recs, "profile": profile})
+    send({"type": "timing", "stats": s, "samples": recs, "profile": profile,
+          "timed_ms": (t1 - t0) * 1e3, "profile_ms": (time.monotonic() - t1) * 1e3})
     os._exit(0)
 
 
@@ -1489,6 +1527,7 @@ class Job:
         self.compiles = False      # the candidate runs compilers (subreaper sweep)
         self.custom = []           # the kernels kernel_code defines
         self.profile = None        # the candidate's profiled calls (KernelProbe)
+        self.triton_matter = None  # the candidate's outputs change without its Triton launches?
 
     # -- result helpers
     def base(self, status, compiled, correctness, code=None, message=None):
@@ -1754,9 +1793,17 @@ class Job:
                         for key in ("first_call_ms", "trials_ms"):
                             if isinstance(msg.get(key), (int, float)):
                                 self.meta["candidate_" + key] = msg[key]
+                        if isinstance(msg.get("triton_kernels_matter"), bool):
+                            self.triton_matter = msg["triton_kernels_matter"]
                     elif t == "timing" and kernel_stats is None and phase == "timing":
                         kernel_stats = msg.get("stats") or {}
                         self.profile = msg.get("profile")
+                        if self.triton_matter is not None:
+                            self.profile = dict(self.profile if isinstance(self.profile, dict) else {},
+                                                triton_kernels_matter=self.triton_matter)
+                        for key in ("timed_ms", "profile_ms"):
+                            if isinstance(msg.get(key), (int, float)):
+                                self.meta["candidate_" + key] = msg[key]
                         timed_records = msg.get("samples")
                         cached = self.cached_reference_timing()
                         if cached is not None:
@@ -1789,11 +1836,21 @@ class Job:
                 # Both sides are timed: check the timed calls' outputs (the
                 # reference computes its own for them), answer, and only then
                 # wait for the children's end, so the GPU is free at once.
-                enter("checking", "correctness_timeout", 100)
-                cand.kill(wait=False)
+                expect = timed_calls_to_check(timed_records)
+                # The candidate is gone; if the reference made the expected
+                # outputs of these calls before the timing, what is left is a
+                # comparison on the CPU: the next timer need not wait for it.
+                precomputed = set(verdict.get("prepared") or []) >= set(expect)
+                self.meta["timed_outputs_precomputed"] = precomputed
+                # Before the lock goes, the candidate's exit (its CUDA context
+                # with it): nothing it queued may run beside the next timer.
+                t_kill = now()
+                cand.kill(wait=precomputed)
                 cand.eof = True
-                send_msg(ref.sock, {"type": "compare_samples", "records": timed_records,
-                                    "expect": timed_calls_to_check(timed_records)})
+                if precomputed:
+                    self.meta["candidate_exit_ms"] = (now() - t_kill) * 1e3
+                enter("checking", "correctness_timeout", 100, lock="release" if precomputed else None)
+                send_msg(ref.sock, {"type": "compare_samples", "records": timed_records, "expect": expect})
                 waiting_for = "the check of the timed calls' outputs"
             if samples is not None and waiting_for == "the check of the timed calls' outputs":
                 if not samples["ok"]:
@@ -2013,7 +2070,60 @@ def preload(device_hint):
         except Exception:  # noqa: BLE001 - triton is optional
             pass
     facts["import_ms"] = (time.monotonic() - t0) * 1e3
+    if triton is not None:
+        t1 = time.monotonic()
+        facts["triton_prewarm"] = prewarm_triton()
+        facts["triton_prewarm_ms"] = (time.monotonic() - t1) * 1e3
     return facts
+
+
+def prewarm_triton():
+    """What Triton does lazily at a process's first kernel call, is the
+    same for every task and needs no CUDA, done here once so that forks
+    inherit it: hashing its own installation for the cache key (libtriton.so
+    and its sources: 0.4 s, kept by lru_cache) and importing gluon (0.17 s;
+    bench/triton_coldstart.py, H200).  Best effort: a Triton whose internals
+    differ pays these in each candidate, as before.  Returns what was done."""
+    done = []
+    try:
+        from triton.runtime import cache
+        cache.triton_key()
+        done.append("triton_key")
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import triton.experimental.gluon  # noqa: F401 - importing is the point
+        done.append("gluon")
+    except Exception:  # noqa: BLE001
+        pass
+    return done
+
+
+def build_triton_seed(seed_dir, profile):
+    """Triton's cuda_utils.so -- gcc building Triton's own driver.c, 0.33 s
+    in every process whose cache is empty -- built once into seed_dir, a
+    Triton cache that each triton candidate's private cache starts as a copy
+    of.  No task's code or data is involved, and this process never runs a
+    task's code, so the seed is as trusted as Triton itself.  Built in a
+    throwaway child: loading it maps libcuda, which the zygote keeps out of
+    its memory.  Returns seed_dir, or None (each candidate builds its own)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.environ.update(profile["env"], TRITON_CACHE_DIR=seed_dir)
+            knobs = getattr(triton, "knobs", None)
+            if knobs is not None and hasattr(knobs, "cache"):
+                knobs.cache.dir = seed_dir
+            from triton.backends.nvidia.driver import CudaUtils
+            CudaUtils()
+            code = 0
+        except BaseException as e:  # noqa: BLE001 - the zygote goes on without a seed
+            sys.stderr.write("kgym_harness: no Triton cache seed: %s: %s\n" % (type(e).__name__, e))
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return seed_dir if status == 0 and os.path.isdir(seed_dir) and os.listdir(seed_dir) else None
 
 
 def main(argv=None):
@@ -2024,6 +2134,8 @@ def main(argv=None):
     ap.add_argument("--backend", default="torch")
     ap.add_argument("--fd", type=int, default=3)
     ap.add_argument("--sandbox-lib", default="")
+    ap.add_argument("--gpu-lock", metavar="FILE", default="",
+                    help="--once: hold FILE's flock as kgymd holds a GPU's lock (the baseline's timing discipline)")
     ap.add_argument("--started-at", type=float, default=None,
                     help="wall-clock time of the fork that started us (for the hello's ready_ms)")
     args = ap.parse_args(argv)
@@ -2061,6 +2173,11 @@ def main(argv=None):
                     profiles[backend] = compiler_profile(backend)
                 except SandboxError as e:
                     profiles[backend] = e
+            if triton is not None and isinstance(profiles["triton"], dict):
+                t0 = time.monotonic()
+                seed = build_triton_seed(os.path.join(os.getcwd(), "triton-seed"), profiles["triton"])
+                profiles["triton"]["cache_seed"] = seed
+                hello.update(triton_seed=seed is not None, triton_seed_ms=(time.monotonic() - t0) * 1e3)
         send_msg(sock, hello)
         Zygote(sock, args.sandbox_lib, profiles).serve()
         return 0
@@ -2073,6 +2190,14 @@ def main(argv=None):
         a, b = socket.socketpair()
         z = Zygote(a, args.sandbox_lib)
         z.relay_phase = lambda name, lock=None: None
+        if args.gpu_lock:
+            # The GPU discipline of kgymd's pool between processes started
+            # side by side: shared while the job runs, exclusive to time,
+            # none once done with the GPU (flock; no writer preference).
+            lock_fd = os.open(args.gpu_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            modes = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX, "release": fcntl.LOCK_UN}
+            fcntl.flock(lock_fd, fcntl.LOCK_SH)
+            z.relay_phase = lambda name, lock=None: lock and fcntl.flock(lock_fd, modes[lock])
         z.jobs = 1
         job = Job(z, msg.get("request") or {}, msg.get("limits") or {})
         result = job.run()

@@ -592,8 +592,9 @@ py_on_phase(const json_t *msg)
 	else if (host->phase != NULL && (r = host->phase(phase)) < 0)
 		snprintf(why, sizeof why, "phase %s: %s", phase, strerror(-r));
 	else if (lock != NULL && zy.gpu && host->gpu_lock != NULL &&
+	    (strcmp(lock, "release") != 0 || host->abi_minor >= 2) &&
 	    (r = host->gpu_lock(strcmp(lock, "exclusive") == 0 ? KGYM_GPU_EXCLUSIVE :
-	    KGYM_GPU_SHARED)) < 0)
+	    strcmp(lock, "release") == 0 ? KGYM_GPU_RELEASE : KGYM_GPU_SHARED)) < 0)
 		snprintf(why, sizeof why, "GPU lock: %s", strerror(-r));
 	zy.lock_wait_s += py_now() - t0;
 	ack = why[0] == '\0' ? json_pack("{s:s, s:b}", "type", "ack", "ok", 1) :

@@ -353,6 +353,7 @@ def test_examples():
             tasks.append(example(problem, variant, task_id=key.replace("/", "-")))
     k.check(len(tasks) >= 12, "at least 6 problems with a correct and a wrong torch candidate")
     results = run_tasks(D, tasks)
+    precomputed = 0
     for t in tasks:
         key = t["task_id"].replace("-", "/", 1)
         exp, res = expected[key], results[t["task_id"]]
@@ -371,9 +372,14 @@ def test_examples():
             tk = res["timing"]["kernel"]
             k.check(tk["trials"] >= 1 and tk["min_ms"] <= tk["median_ms"] <= tk["max_ms"], what)
             k.check(meta["timed_outputs_checked"] >= 3, "%s: 3 random timed calls and the last" % what)
+            if tk["trials"] <= 10:
+                # The reference makes the first 10 calls' outputs before the timing.
+                k.check(meta["timed_outputs_precomputed"] is True, "%s: checked without recomputing" % what)
+                precomputed += 1
         else:
             k.check(res["kernel_runtime"] == -1 and res["speedup"] == -1, what)
             k.check("differ" in res["error_message"], what)
+    k.check(precomputed > 0, "no correct example stopped at 10 timed calls")
 
 
 def test_forbidden_import():
