@@ -112,7 +112,7 @@ def run_kgymd(args, w):
             phases.setdefault(name, []).append(ms)
         phases.setdefault("gpu_lock_wait", []).append(r["metadata"].get("gpu_lock_wait_ms") or 0.0)
     # Inside the phases: the candidate's first call (Triton's JIT), its
-    # trials, timed and profiled calls, its exit before the lock goes.
+    # trials, timed and profiled calls, its exit before the answer.
     detail = {}
     for r in res.values():
         for key in ("candidate_first_call_ms", "candidate_trials_ms", "candidate_timed_ms",
@@ -238,7 +238,7 @@ def main():
         if r.get("phases_p50_ms"):
             print("\nW=%d, where a task's time goes (p50 ms): %s" % (r["workers"], ", ".join(
                 "%s %.0f" % kv for kv in r["phases_p50_ms"].items())))
-            print("  inside (p50 ms): %s; timed outputs checked without the lock: %d of %d" % (", ".join(
+            print("  inside (p50 ms): %s; timed calls' expected outputs made before the timing: %d of %d" % (", ".join(
                 "%s %.0f" % kv for kv in r["detail_p50_ms"].items()), r["precomputed"], r["tasks"]))
     starts = [r["zygote_start_ms"] for r in rows if r.get("zygote_start_ms")]
     if starts:

@@ -637,7 +637,6 @@ void	pool_kick(void);
 /* From proc.c. */
 void	pool_worker_ready(struct worker *w, const json_t *hello);
 void	pool_lock_request(struct worker *w, enum kgym_gpu_lock mode);
-void	pool_lock_drop(struct worker *w);
 /* A worker being killed: drop its GPU lock hold or request now. */
 void	pool_worker_dying(struct worker *w);
 void	pool_job_end(struct worker *w, const struct kgym_job_outcome *outcome);

@@ -192,20 +192,6 @@ pool_worker_dying(struct worker *w)
 		pool_lock_grant(w->gpuset);
 }
 
-/*
- * The job is done with the GPU (its last step runs on the CPU): give the
- * hold up now rather than at the job's end, so the next timer starts.
- */
-void
-pool_lock_drop(struct worker *w)
-{
-	pool_lock_release(w);
-	if (w->gpuset != NULL) {
-		pool_lock_grant(w->gpuset);
-		pool_kick();
-	}
-}
-
 void
 pool_lock_request(struct worker *w, enum kgym_gpu_lock mode)
 {

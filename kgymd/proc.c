@@ -290,8 +290,7 @@ proc_on_lock(struct worker *w, json_t *msg)
 		proc_violation(w, "SANDBOX_VIOLATION", "a CPU worker asked for a GPU lock");
 		return;
 	}
-	if (mode == NULL || (strcmp(mode, "exclusive") != 0 && strcmp(mode, "shared") != 0 &&
-	    strcmp(mode, "release") != 0)) {
+	if (mode == NULL || (strcmp(mode, "exclusive") != 0 && strcmp(mode, "shared") != 0)) {
 		proc_violation(w, "SANDBOX_VIOLATION", "LOCK with mode '%s'", mode ?: "(none)");
 		return;
 	}
@@ -299,11 +298,6 @@ proc_on_lock(struct worker *w, json_t *msg)
 	evtimer_del(w->deadline);
 	w->state = W_LOCK_WAIT;
 	w->lock_asked_us = stats_now_us();
-	if (strcmp(mode, "release") == 0) {
-		pool_lock_drop(w);
-		proc_lock_granted(w);
-		return;
-	}
 	pool_lock_request(w, strcmp(mode, "exclusive") == 0 ? KGYM_GPU_EXCLUSIVE :
 	    KGYM_GPU_SHARED);
 }
@@ -313,8 +307,7 @@ proc_lock_granted(struct worker *w)
 {
 	w->state = W_BUSY;
 	proc_send(w, IPC_GRANTED, json_pack("{s:s, s:f}", "mode",
-	    w->lock_held == KGYM_GPU_EXCLUSIVE ? "exclusive" :
-	    w->lock_held == KGYM_GPU_SHARED ? "shared" : "none",
+	    w->lock_held == KGYM_GPU_EXCLUSIVE ? "exclusive" : "shared",
 	    "waited_ms", (double)(stats_now_us() - w->lock_asked_us) / 1000.0));
 	proc_arm_deadline(w);
 }

@@ -32,9 +32,6 @@
  *        workflows; host->gpu_lock and ->phase for backends inside a
  *        worker; the plugin field `syscalls` (a backend's documented seccomp
  *        additions).
- *   1.2  (kgymd 0.1) KGYM_GPU_RELEASE: a backend done with the GPU before
- *        its job ends (the checking of timed outputs on the CPU) gives the
- *        lock up at once.  Ask for it only from a host whose abi_minor >= 2.
  */
 #ifndef KGYM_PLUGIN_H
 #define KGYM_PLUGIN_H
@@ -49,7 +46,7 @@ extern "C" {
 #endif
 
 #define KGYM_PLUGIN_ABI_MAJOR	1
-#define KGYM_PLUGIN_ABI_MINOR	2
+#define KGYM_PLUGIN_ABI_MINOR	1
 
 /* The one symbol a plugin exports. */
 #define KGYM_PLUGIN_SYMBOL	"kgym_plugin"
@@ -114,7 +111,6 @@ struct kgym_job_outcome {
 enum kgym_gpu_lock {
 	KGYM_GPU_SHARED = 1,	/* ordinary GPU work beside other jobs */
 	KGYM_GPU_EXCLUSIVE = 2,	/* timing: no other job touches the GPU */
-	KGYM_GPU_RELEASE = 3,	/* (ABI 1.2) no more GPU work in this job */
 };
 
 /*
@@ -182,9 +178,8 @@ struct kgym_host {
 
 	/*
 	 * Backends, inside a GPU worker: change this job's hold on the GPU
-	 * lock; blocks until granted.  Exclusive is for timing; release gives
-	 * the hold up for the rest of the job (ABI 1.2).  NULL in the daemon.
-	 * 0 or -errno.
+	 * lock; blocks until granted.  Exclusive is for timing.  NULL in the
+	 * daemon.  0 or -errno.
 	 */
 	int (*gpu_lock)(enum kgym_gpu_lock mode);
 	/*

@@ -76,8 +76,7 @@ whost_gpu_lock(enum kgym_gpu_lock mode)
 	json_t *msg;
 	int error;
 
-	msg = json_pack("{s:s}", "mode", mode == KGYM_GPU_EXCLUSIVE ? "exclusive" :
-	    mode == KGYM_GPU_RELEASE ? "release" : "shared");
+	msg = json_pack("{s:s}", "mode", mode == KGYM_GPU_EXCLUSIVE ? "exclusive" : "shared");
 	error = ipc_send(WORKER_CHANNEL_FD, IPC_LOCK, msg);
 	json_decref(msg);
 	if (error < 0)

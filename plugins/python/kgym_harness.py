@@ -631,14 +631,16 @@ def compare_tensor(ref, got, job):
     return r
 
 
-def compare_outputs(ref_outs, got_outs, job):
-    """Compare lists; the first failing output's message names it."""
+def compare_outputs(ref_outs, got_outs, job, device="cpu"):
+    """Compare lists; the first failing output's message names it.  On the
+    job's device: a dozen float64 passes over each output take ~30 ms per
+    million elements on one CPU thread, a fraction of a millisecond on a GPU."""
     res = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "mismatches": 0, "first_bad_index": None}
     if len(ref_outs) != len(got_outs):
         return dict(res, ok=False, message="the model returned %d outputs, expected %d" %
                     (len(got_outs), len(ref_outs)))
     for k, (rt, gt) in enumerate(zip(ref_outs, got_outs)):
-        c = compare_tensor(rt, gt, job)
+        c = compare_tensor(rt.to(device), gt.to(device), job)
         for key in ("max_abs_err", "max_rel_err"):
             if c[key] is None or res[key] is None:
                 res[key] = None if c[key] is None and key == "max_abs_err" and not c["ok"] else res[key]
@@ -935,10 +937,13 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
     if profile is not None:
         # What the compilers are told, so that they run only listed programs.
         os.environ.update(profile["env"])
-        if profile.get("cache_seed"):
+        for rel, data in (profile.get("cache_seed") or {}).items():
             # Triton's cuda_utils.so, built once by the zygote: a copy, so
             # what this process writes there reaches no other task.
-            shutil.copytree(profile["cache_seed"], os.path.join(d, ".triton"), dirs_exist_ok=True)
+            path = os.path.join(d, ".triton", rel)
+            os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
         if profile["backend"] == "triton" and gpu and "TRITON_LIBCUDA_PATH" not in os.environ:
             where = libcuda_dir()
             if where:
@@ -1018,8 +1023,8 @@ def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
     # While the candidate runs its trials (the GPU is shared then), make the
     # expected outputs of the calls it will time, in order, within
     # TIMED_KEEP_BYTES -- at least the first MIN_TIMING_TRIALS, the calls
-    # every timing makes: checking the timed calls afterwards is then a
-    # comparison on the CPU, for which the supervisor gives the GPU lock up.
+    # every timing makes: checking the timed calls afterwards, in the
+    # timing's exclusive hold, is then a comparison, without forward passes.
     # Stopped for good by "compare": after it the GPU may be a timer's.
     todo = list(range(max(1, int(job.get("num_perf_trials", 100))))) \
         if job.get("run_performance", True) is not False else []
@@ -1047,7 +1052,8 @@ def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
             while todo and todo[0] < MIN_TIMING_TRIALS:
                 prepare_next()
             todo = []
-            send_msg(sock, dict(judge_trials(trials, msg.get("records"), area, job), prepared=sorted(prepared)))
+            send_msg(sock, dict(judge_trials(trials, msg.get("records"), area, job, device),
+                                prepared=sorted(prepared)))
         elif msg["type"] == "compare_samples":
             try:
                 for idx in msg.get("expect") or []:
@@ -1055,7 +1061,7 @@ def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
                         prepared[int(idx)] = expected_timed_outputs(model, mod, int(idx), job, device)
             except Exception:  # noqa: BLE001
                 fail("SYSTEM_ERROR", format_exc("the reference failed on a timed call's inputs:"))
-            send_msg(sock, judge_samples(prepared, msg.get("records"), msg.get("expect"), area, job))
+            send_msg(sock, judge_samples(prepared, msg.get("records"), msg.get("expect"), area, job, device))
         elif msg["type"] == "time":
             try:
                 s, _ = time_model(model, mod, job, device)
@@ -1073,7 +1079,7 @@ def run_reference(model, inputs, seed, signed):
             "inputs": [b.cpu() for b in before if isinstance(b, torch.Tensor)], "mutates": mutates}
 
 
-def judge_trials(trials, records, area, job):
+def judge_trials(trials, records, area, job, device="cpu"):
     """The verdict on the correctness trials (records from the candidate)."""
     out = {"type": "verdict", "ok": True, "trials": [], "code": None, "message": None, "hack": None}
     if not isinstance(records, list):
@@ -1103,7 +1109,7 @@ def judge_trials(trials, records, area, job):
             if out["ok"]:
                 out.update(ok=False, code="CORRECTNESS_ERROR", message="%s: %s" % (what, e))
             continue
-        c = compare_outputs(t["outputs"], got, job)
+        c = compare_outputs(t["outputs"], got, job, device)
         entry.update(passed=c["ok"], max_abs_err=c["max_abs_err"], max_rel_err=c["max_rel_err"],
                      mismatches=c["mismatches"], first_bad_index=c["first_bad_index"])
         changed = None
@@ -1112,7 +1118,7 @@ def judge_trials(trials, records, area, job):
                 changed = "the candidate reported %d inputs, expected %d" % (len(got_in), len(t["inputs"]))
             else:
                 for i, (a, b) in enumerate(zip(t["inputs"], got_in)):
-                    if not same_tensor(a, b):
+                    if not same_tensor(a.to(device), b.to(device)):
                         changed = "input %d was modified by the call" % i
                         entry["changed_input"] = i
                         break
@@ -1145,7 +1151,7 @@ def expected_timed_outputs(model, mod, idx, job, device):
         return [o.detach().cpu() for o in flatten_outputs(model(*inputs))]
 
 
-def judge_samples(prepared, records, expect, area, job):
+def judge_samples(prepared, records, expect, area, job, device="cpu"):
     """Outputs of timed calls: the candidate must behave while timed too.
     `prepared` holds the reference's outputs of the calls to check (made
     after the timing, when the candidate process is gone)."""
@@ -1161,7 +1167,7 @@ def judge_samples(prepared, records, expect, area, job):
             got = [area.get(d) for d in rec.get("outputs", [])]
             if idx not in prepared:
                 raise ValueError("the reference prepared no outputs for timed call %r" % (idx,))
-            c = compare_outputs(prepared[idx], got, job)
+            c = compare_outputs(prepared[idx], got, job, device)
         except (ValueError, TypeError) as e:
             c = {"ok": False, "message": str(e)}
         out["checked"] += 1
@@ -1252,6 +1258,13 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
         fail("error", str(e), "RESOURCE_ERROR")
     except Exception:  # noqa: BLE001
         fail("runtime_error", format_exc("%sNew raised an exception on its inputs:" % job["entry_point"]))
+    seed = (job.get("compiler_profile") or {}).get("cache_seed")
+    if seed:
+        # Did Triton take the seeded cuda_utils.so, or build its own (a
+        # Triton whose cache key we no longer match)?
+        built = [f for _, _, files in os.walk(os.path.join(os.getcwd(), ".triton"))
+                 for f in files if f.startswith("cuda_utils")]
+        seed = "hit" if len(built) == len(seed) else "missed"
     matter = None
     if device != "cpu" and job.get("backend") == "triton":
         # A correctness question, asked here, while the GPU is shared, not in
@@ -1261,7 +1274,8 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
         except Exception:  # noqa: BLE001
             fail("runtime_error", format_exc("%sNew raised an exception on fresh inputs:" % job["entry_point"]))
     send({"type": "outputs", "records": records, "first_call_ms": first_ms,
-          "trials_ms": (time.monotonic() - t0) * 1e3, "triton_kernels_matter": matter})
+          "trials_ms": (time.monotonic() - t0) * 1e3, "triton_kernels_matter": matter,
+          "triton_cache_seed": seed})
 
     msg = recv_msg(sock)
     if msg is None or msg.get("type") != "time":
@@ -1793,6 +1807,8 @@ class Job:
                         for key in ("first_call_ms", "trials_ms"):
                             if isinstance(msg.get(key), (int, float)):
                                 self.meta["candidate_" + key] = msg[key]
+                        if msg.get("triton_cache_seed") in ("hit", "missed"):
+                            self.meta["triton_cache_seed"] = msg["triton_cache_seed"]
                         if isinstance(msg.get("triton_kernels_matter"), bool):
                             self.triton_matter = msg["triton_kernels_matter"]
                     elif t == "timing" and kernel_stats is None and phase == "timing":
@@ -1833,24 +1849,21 @@ class Job:
                 send_msg(cand.sock, {"type": "time", "keep": keep})
                 waiting_for = "the candidate's timed calls"
             if kernel_stats is not None and ref_stats is not None and phase == "timing":
-                # Both sides are timed: check the timed calls' outputs (the
-                # reference computes its own for them), answer, and only then
-                # wait for the children's end, so the GPU is free at once.
+                # Both sides are timed: check the timed calls' outputs, then
+                # answer (the reference's end waits until after the answer).
                 expect = timed_calls_to_check(timed_records)
-                # The candidate is gone; if the reference made the expected
-                # outputs of these calls before the timing, what is left is a
-                # comparison on the CPU: the next timer need not wait for it.
-                precomputed = set(verdict.get("prepared") or []) >= set(expect)
-                self.meta["timed_outputs_precomputed"] = precomputed
-                # Before the lock goes, the candidate's exit (its CUDA context
-                # with it): nothing it queued may run beside the next timer.
-                t_kill = now()
-                cand.kill(wait=precomputed)
-                cand.eof = True
-                if precomputed:
-                    self.meta["candidate_exit_ms"] = (now() - t_kill) * 1e3
-                enter("checking", "correctness_timeout", 100, lock="release" if precomputed else None)
+                # Outputs the reference made before the timing need no
+                # forward pass now: the check is a comparison.
+                self.meta["timed_outputs_precomputed"] = set(verdict.get("prepared") or []) >= set(expect)
+                enter("checking", "correctness_timeout", 100)
                 send_msg(ref.sock, {"type": "compare_samples", "records": timed_records, "expect": expect})
+                # Meanwhile the candidate's exit, its CUDA context with it,
+                # before the GPU lock goes with the answer: nothing it queued
+                # may run beside the next timer.
+                t_kill = now()
+                cand.kill(wait=True)
+                cand.eof = True
+                self.meta["candidate_exit_ms"] = (now() - t_kill) * 1e3
                 waiting_for = "the check of the timed calls' outputs"
             if samples is not None and waiting_for == "the check of the timed calls' outputs":
                 if not samples["ok"]:
@@ -2101,17 +2114,26 @@ def prewarm_triton():
 
 def build_triton_seed(seed_dir, profile):
     """Triton's cuda_utils.so -- gcc building Triton's own driver.c, 0.33 s
-    in every process whose cache is empty -- built once into seed_dir, a
-    Triton cache that each triton candidate's private cache starts as a copy
-    of.  No task's code or data is involved, and this process never runs a
-    task's code, so the seed is as trusted as Triton itself.  Built in a
-    throwaway child: loading it maps libcuda, which the zygote keeps out of
-    its memory.  Returns seed_dir, or None (each candidate builds its own)."""
+    in every process whose cache is empty -- built once: the files of a
+    Triton cache, {relative path: bytes}, that each triton candidate's
+    private cache starts with.  No task's code or data is involved, and this
+    process never runs a task's code, so the seed is as trusted as Triton
+    itself.  Kept in memory (the worker empties its directory after each
+    job).  Built in a throwaway child: loading it maps libcuda, which the
+    zygote keeps out of its memory.  Returns None where it cannot be built
+    (each candidate builds its own)."""
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
             os.environ.update(profile["env"], TRITON_CACHE_DIR=seed_dir)
+            # Triton's key for cuda_utils.so includes platform.architecture(),
+            # which asks file(1) -- a program the candidate's sandbox cannot
+            # run, so there the answer is ("64bit", "").  Ask the same way
+            # here, or the seed lies under a key no candidate looks up.
+            real = platform.architecture
+            platform.architecture = lambda executable=sys.executable, bits="", linkage="": \
+                real("", bits, linkage)
             knobs = getattr(triton, "knobs", None)
             if knobs is not None and hasattr(knobs, "cache"):
                 knobs.cache.dir = seed_dir
@@ -2123,7 +2145,14 @@ def build_triton_seed(seed_dir, profile):
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
-    return seed_dir if status == 0 and os.path.isdir(seed_dir) and os.listdir(seed_dir) else None
+    seed = {}
+    if status == 0:
+        for top, _, files in os.walk(seed_dir):
+            for name in files:
+                with open(os.path.join(top, name), "rb") as f:
+                    seed[os.path.relpath(os.path.join(top, name), seed_dir)] = f.read()
+    shutil.rmtree(seed_dir, ignore_errors=True)
+    return seed or None
 
 
 def main(argv=None):
@@ -2177,7 +2206,7 @@ def main(argv=None):
                 t0 = time.monotonic()
                 seed = build_triton_seed(os.path.join(os.getcwd(), "triton-seed"), profiles["triton"])
                 profiles["triton"]["cache_seed"] = seed
-                hello.update(triton_seed=seed is not None, triton_seed_ms=(time.monotonic() - t0) * 1e3)
+                hello.update(triton_seed=sorted(seed or ()), triton_seed_ms=(time.monotonic() - t0) * 1e3)
         send_msg(sock, hello)
         Zygote(sock, args.sandbox_lib, profiles).serve()
         return 0
@@ -2192,10 +2221,10 @@ def main(argv=None):
         z.relay_phase = lambda name, lock=None: None
         if args.gpu_lock:
             # The GPU discipline of kgymd's pool between processes started
-            # side by side: shared while the job runs, exclusive to time,
-            # none once done with the GPU (flock; no writer preference).
+            # side by side: shared while the job runs, exclusive to time
+            # (flock; no writer preference).
             lock_fd = os.open(args.gpu_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            modes = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX, "release": fcntl.LOCK_UN}
+            modes = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
             fcntl.flock(lock_fd, fcntl.LOCK_SH)
             z.relay_phase = lambda name, lock=None: lock and fcntl.flock(lock_fd, modes[lock])
         z.jobs = 1

@@ -554,6 +554,17 @@ py_await_hello(void)
 		    json_string_value(json_object_get(msg, "triton")) ?: "none",
 		    json_number_value(json_object_get(msg, "ready_ms")),
 		    json_number_value(json_object_get(msg, "import_ms")));
+		if (json_string_value(json_object_get(msg, "triton")) != NULL) {
+			char *done = json_dumps(json_object_get(msg, "triton_prewarm"), JSON_COMPACT);
+			char *seed = json_dumps(json_object_get(msg, "triton_seed"), JSON_COMPACT);
+
+			host->log(self, KGYM_LOG_INFO, "zygote %ld: Triton prewarmed %s in %.0f ms, "
+			    "cache seed %s in %.0f ms", (long)zy.pid, done ?: "null",
+			    json_number_value(json_object_get(msg, "triton_prewarm_ms")), seed ?: "null",
+			    json_number_value(json_object_get(msg, "triton_seed_ms")));
+			free(done);
+			free(seed);
+		}
 		return;
 	}
 	py_set_dead(false, "the python zygote cannot serve: %s",
@@ -592,9 +603,8 @@ py_on_phase(const json_t *msg)
 	else if (host->phase != NULL && (r = host->phase(phase)) < 0)
 		snprintf(why, sizeof why, "phase %s: %s", phase, strerror(-r));
 	else if (lock != NULL && zy.gpu && host->gpu_lock != NULL &&
-	    (strcmp(lock, "release") != 0 || host->abi_minor >= 2) &&
 	    (r = host->gpu_lock(strcmp(lock, "exclusive") == 0 ? KGYM_GPU_EXCLUSIVE :
-	    strcmp(lock, "release") == 0 ? KGYM_GPU_RELEASE : KGYM_GPU_SHARED)) < 0)
+	    KGYM_GPU_SHARED)) < 0)
 		snprintf(why, sizeof why, "GPU lock: %s", strerror(-r));
 	zy.lock_wait_s += py_now() - t0;
 	ack = why[0] == '\0' ? json_pack("{s:s, s:b}", "type", "ack", "ok", 1) :

@@ -322,18 +322,6 @@ sb_run(const json_t *request, json_t **ret_result, char **ret_cause)
 			r = sb_failed("SYSTEM_ERROR", "gpu_lock failed");
 		else
 			r = sb_lock_hold(false, hold);
-	} else if (strcmp(action, "gpu_release") == 0) {
-		/* Timing, then a CPU-only tail without the lock (ABI 1.2). */
-		r = sb_lock_hold(true, hold);
-		if (json_is_true(json_object_get(r, "compiled")) &&
-		    host->gpu_lock(KGYM_GPU_RELEASE) < 0) {
-			json_decref(r);
-			r = sb_failed("SYSTEM_ERROR", "gpu_lock(release) failed");
-		} else {
-			sb_sleep_ms(hold);
-			json_object_set_new(json_object_get(r, "metadata"), "end_ns",
-			    json_integer(sb_now_ns()));
-		}
 	} else if (strcmp(action, "gpu_probe") == 0) {
 		r = sb_gpu_probe();
 		if (json_is_string(then) && strcmp(json_string_value(then), "network") == 0) {
