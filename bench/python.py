@@ -112,13 +112,17 @@ def run_kgymd(args, w):
             phases.setdefault(name, []).append(ms)
         phases.setdefault("gpu_lock_wait", []).append(r["metadata"].get("gpu_lock_wait_ms") or 0.0)
     # Inside the phases: the candidate's first call (Triton's JIT), its
-    # trials, timed and profiled calls, its exit before the answer.
+    # trials, timed and profiled calls, its exit before the answer; both
+    # children's set-up steps (CUDA, sandbox, CUPTI, loading the code).
     detail = {}
     for r in res.values():
         for key in ("candidate_first_call_ms", "candidate_trials_ms", "candidate_timed_ms",
                     "candidate_profile_ms", "candidate_exit_ms", "reference_ms"):
             if isinstance(r["metadata"].get(key), (int, float)):
                 detail.setdefault(key.replace("candidate_", "cand_")[:-3], []).append(r["metadata"][key])
+        for role in ("candidate", "reference"):
+            for step, ms in (r["metadata"].get(role + "_setup_ms") or {}).items():
+                detail.setdefault("%s_%s" % (role[:4], step), []).append(ms)
     precomputed = sum(1 for r in res.values() if r["metadata"].get("timed_outputs_precomputed"))
     verdicts = {}
     for r in res.values():

@@ -886,6 +886,9 @@ def format_exc(prefix, limit_frames=12):
     return clip("%s\n%s%s: %s" % (prefix, "".join(lines), et.__name__, ev))
 
 
+SETUP_MS = {}      # a child's set-up steps, reported to the supervisor (metadata)
+
+
 def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
     """Common start of both children: die with the zygote, keep only our
     descriptors, a private directory, then the sandbox -- with the compiler
@@ -930,9 +933,11 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
     if threads > 0:
         torch.set_num_threads(threads)
     if gpu:
-        # UNTESTED: CUDA must be up before the filter (DESIGN §2).
+        # CUDA must be up before the filter (DESIGN §2).
+        t0 = time.monotonic()
         torch.cuda.init()
         torch.zeros(1, device="cuda")
+        SETUP_MS["cuda_init"] = (time.monotonic() - t0) * 1e3
     exec_paths = None
     if profile is not None:
         # What the compilers are told, so that they run only listed programs.
@@ -956,7 +961,10 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
             # job's phase deadlines: a GPU candidate spends little CPU time.
             limits = dict(limits, cpu_seconds=int(2 * sum(float(limits.get(k, d)) for k, d in (
                 ("compile_timeout", 50), ("correctness_timeout", 100), ("timing_timeout", 250)))))
-    return enter_sandbox(lib, d, gpu, limits, interpreter_paths(job_dir), exec_paths)
+    t0 = time.monotonic()
+    abi = enter_sandbox(lib, d, gpu, limits, interpreter_paths(job_dir), exec_paths)
+    SETUP_MS["sandbox"] = (time.monotonic() - t0) * 1e3
+    return abi
 
 
 def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
@@ -1014,7 +1022,7 @@ def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
     except Exception:  # noqa: BLE001
         fail("VALIDATION_ERROR", format_exc("the reference failed on its own inputs:"))
     # The GPU's name: only a process with CUDA up knows it (never the zygote).
-    send_msg(sock, {"type": "ready", "landlock_abi": abi, "ms": (time.monotonic() - t0) * 1e3,
+    send_msg(sock, {"type": "ready", "landlock_abi": abi, "ms": (time.monotonic() - t0) * 1e3, "setup_ms": SETUP_MS,
                     "signed_trial": nonneg,
                     "device_name": "cuda: " + torch.cuda.get_device_name(0) if device != "cpu" else None})
 
@@ -1194,6 +1202,7 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
         os._exit(0)
 
     probe, probe_status = None, None
+    t_start = time.monotonic()
     if job.get("profile"):
         # Before the sandbox: libcupti is loaded from wherever it lies.
         try:
@@ -1209,11 +1218,14 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
     if probe is not None:
         # CUPTI's first collection sets itself up (a fraction of a second):
         # here, while the GPU is shared, not in the timing phase's hold.
+        t0 = time.monotonic()
         try:
             probe.start()
             probe.stop()
         except OSError as e:
             probe, probe_status = None, "failed: %s" % e
+        SETUP_MS["probe_warm"] = (time.monotonic() - t0) * 1e3
+    t_load = time.monotonic()
     device = "cuda" if job["device"] != "cpu" else "cpu"
     area = OutputArea(area_fd, area_size)
     try:
@@ -1235,7 +1247,9 @@ def candidate_child(sock, area_fd, area_size, job, limits, job_dir, lib):
         fail("violation", "the sandbox refused: %s" % e)
     except Exception:  # noqa: BLE001
         fail("compile_error", format_exc("kernel_code could not be loaded or %sNew built:" % job["entry_point"]))
-    send({"type": "compiled", "landlock_abi": abi})
+    SETUP_MS["load"] = (time.monotonic() - t_load) * 1e3
+    SETUP_MS["total"] = (time.monotonic() - t_start) * 1e3
+    send({"type": "compiled", "landlock_abi": abi, "setup_ms": SETUP_MS})
 
     records = []
     t0 = time.monotonic()
@@ -1771,6 +1785,7 @@ class Job:
                     if t == "ready":
                         ref_ready = msg
                         self.meta["reference_ms"] = msg.get("ms")
+                        self.note_setup("reference", msg.get("setup_ms"))
                         if isinstance(msg.get("device_name"), str):
                             self.meta["hardware"] = msg["device_name"][:200]
                     elif t == "verdict" and verdict is None:
@@ -1791,6 +1806,7 @@ class Job:
                     if t == "compiled" and not compiled:
                         compiled = True
                         landlock = msg.get("landlock_abi")
+                        self.note_setup("candidate", msg.get("setup_ms"))
                         enter("correctness", "correctness_timeout", 100)
                     elif t == "compile_error":
                         return self.finish(self.fail("COMPILATION_ERROR", msg.get("message")), landlock)
@@ -1869,6 +1885,13 @@ class Job:
                 if not samples["ok"]:
                     return self.finish(self.verdict_result(verdict, samples, kernel_stats, None, None), landlock)
                 return self.finish(self.verdict_result(verdict, samples, kernel_stats, ref_stats, cached), landlock)
+
+    def note_setup(self, role, steps):
+        """metadata.<role>_setup_ms: where a child's start went (CUDA, the
+        sandbox, CUPTI, loading the code); numbers only, whoever sent them."""
+        if isinstance(steps, dict):
+            self.meta[role + "_setup_ms"] = {str(k)[:20]: float(v) for k, v in list(steps.items())[:8]
+                                             if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
     def cached_reference_timing(self):
         """The workflow's cached reference timing, if it was measured under
