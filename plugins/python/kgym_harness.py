@@ -20,6 +20,12 @@ Processes (DESIGN §2, §7, §8):
 
 The zygote imports torch (and triton where a GPU is visible) once and never
 initialises CUDA, so a job costs a fork instead of a Python + torch start.
+It also does, once, the task-independent work Triton would repeat in every
+candidate (prewarm_triton: its cache key's hash of its own installation, the
+gluon import; build_triton_seed: gcc's build of its cuda_utils module, which
+each Triton candidate's private cache starts with).  For a candidate that
+compiles, the reference starts CUDA only once the candidate has: context
+creation is serialised in the driver, and the reference's fits in the JIT.
 It does no tensor work itself either: OpenMP's thread pool does not survive
 fork(), so the zygote must never have started it.  Nor does it read a job:
 a per-job supervisor, forked first, reads the job from the socket, so no
