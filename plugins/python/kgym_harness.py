@@ -1173,7 +1173,7 @@ def expected_timed_outputs(model, mod, idx, job, device):
 def judge_samples(prepared, records, expect, area, job, device="cpu"):
     """Outputs of timed calls: the candidate must behave while timed too.
     `prepared` holds the reference's outputs of the calls to check (made
-    after the timing, when the candidate process is gone)."""
+    while the candidate ran its trials, the rest after the timing)."""
     out = {"type": "verdict", "ok": True, "code": None, "message": None, "hack": None, "checked": 0}
     if not isinstance(records, list) or not isinstance(expect, list):
         records, expect = [], [0]
