@@ -88,6 +88,7 @@ import ctypes
 import errno
 import faulthandler
 import fcntl
+import gc
 import hashlib
 import io
 import json
@@ -166,6 +167,31 @@ def recv_msg(sock, limit=MAX_FRAME):
     if not isinstance(obj, dict):
         raise ValueError("frame is not a JSON object")
     return obj
+
+
+class FdStream:
+    """A received socket descriptor, spoken to with read and write: Python's
+    socket(fileno=) checks the descriptor with getsockname, which the
+    sandbox does not allow."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def fileno(self):
+        return self.fd
+
+    def sendall(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    def recv(self, n):
+        return os.read(self.fd, n)
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 def clip(text, limit=MAX_MESSAGE_CHARS):
@@ -974,24 +1000,85 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
 
 
 def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
-    """The trusted side: expected outputs never leave this process."""
+    """A reference process for one job, forked by the job's supervisor."""
+    reference_job(sock, area_fd, area_size, job, limits, job_dir, lib, {})
+    os._exit(0)
+
+
+def reference_server(ctl, lib):
+    """A reference process forked by the zygote and kept across the jobs of
+    one reference (Job.reference_key: its code, entry point, device,
+    backend and limits): its CUDA context, sandbox and loaded module serve
+    them all, the model is built again for each job (its init seed).  Each
+    job arrives on `ctl` as two descriptors -- a socket of its own, so that
+    nothing of an earlier job can be read as this one's, and the job's
+    output area -- then the job on that socket.  It runs no task's
+    candidate code and never sees kernel_code: like the reference of one
+    job, it is on the trusted side."""
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)       # PR_SET_PDEATHSIG: dies with the zygote
+    for fd in [int(x) for x in os.listdir("/proc/self/fd")]:
+        if fd > 2 and fd != ctl.fileno():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    state = {"keep": {ctl.fileno()}}
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(ctl, 1, 2)
+        except OSError:
+            os._exit(0)
+        if len(fds) != 2:
+            os._exit(0)           # the zygote is gone
+        sock, area_fd = FdStream(fds[0]), fds[1]
+        msg = recv_msg(sock)
+        if msg is not None and msg.get("type") == "job":
+            if state.get("key") not in (None, msg.get("key")):
+                send_msg(sock, {"type": "error", "code": "SYSTEM_ERROR",
+                                "message": "the reference server of another reference got this job"})
+                os._exit(0)
+            state["key"] = msg["key"]
+            try:
+                reference_job(sock, area_fd, int(msg["area_size"]), msg["job"], msg["limits"], msg["job_dir"],
+                              lib, state)
+            except Exception:  # noqa: BLE001 - say why, then go: the zygote starts another
+                send_msg(sock, {"type": "error", "code": "SYSTEM_ERROR",
+                                "message": clip("the reference server failed: " + traceback.format_exc())})
+                os._exit(70)
+        sock.close()
+        os.close(area_fd)
+        if state.get("device") == "cuda":
+            torch.cuda.empty_cache()    # between jobs, only the context stays on the GPU
+
+
+def reference_job(sock, area_fd, area_size, job, limits, job_dir, lib, state):
+    """The trusted side of one job: expected outputs never leave this
+    process.  `state` is what a reference server keeps across jobs (its
+    sandbox's "abi", the loaded "mod"; empty for a reference of one job).
+    Returns when the supervisor is done with it."""
     def fail(code, message):
         send_msg(sock, {"type": "error", "code": code, "message": clip(message)})
         os._exit(0)
 
-    if job.get("wait_for_start"):
-        # Started once the candidate has CUDA up (see Job.supervise).
-        msg = recv_msg(sock)
-        if msg is None or msg.get("type") != "start":
-            os._exit(0)
-    try:
-        abi = child_setup("reference", job, limits, {sock.fileno(), area_fd}, job_dir, lib)
-    except Exception as e:  # noqa: BLE001 - fail closed, whatever went wrong
-        fail("SYSTEM_ERROR", "the reference process could not enter the sandbox: %s" % e)
-    device = "cuda" if job["device"] != "cpu" else "cpu"
+    SETUP_MS.clear()
+    if "abi" not in state:
+        if job.get("wait_for_start"):
+            # Started once the candidate has CUDA up (see Job.supervise).
+            msg = recv_msg(sock)
+            if msg is None or msg.get("type") != "start":
+                os._exit(0)
+        try:
+            state["abi"] = child_setup("reference", job, limits, {sock.fileno(), area_fd} | state.get("keep", set()),
+                                       job_dir, lib)
+        except Exception as e:  # noqa: BLE001 - fail closed, whatever went wrong
+            fail("SYSTEM_ERROR", "the reference process could not enter the sandbox: %s" % e)
+    abi = state["abi"]
+    device = state["device"] = "cuda" if job["device"] != "cpu" else "cpu"
     t0 = time.monotonic()
     try:
-        mod = load_module(job["reference_code"], "reference_code")
+        mod = state.get("mod")
+        if mod is None:
+            mod = state["mod"] = load_module(job["reference_code"], "reference_code")
         for name in (job["entry_point"], "get_inputs", "get_init_inputs"):
             if not callable(mod.get(name)):
                 fail("VALIDATION_ERROR", "reference_code defines no %s" % name)
@@ -1038,6 +1125,21 @@ def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
                     "device_name": "cuda: " + torch.cuda.get_device_name(0) if device != "cpu" else None})
 
     area = InputArea(area_fd, area_size)
+    done = reference_serve_job(sock, area, job, device, mod, model, trials, fail)
+    del model, trials
+    try:
+        area.mm.close()
+    except BufferError:            # a tensor still views it: collect, then insist
+        gc.collect()
+        area.mm.close()
+    if done:
+        # Only now: the job's memory is let go, and nothing of it runs.
+        send_msg(sock, {"type": "idle"})
+
+
+def reference_serve_job(sock, area, job, device, mod, model, trials, fail):
+    """The reference's answers to the supervisor, until it says the job is
+    done (True) or goes away (False)."""
     prepared = {}          # timed call index -> the reference's outputs (CPU)
     # While the candidate runs its trials (the GPU is shared then), make the
     # expected outputs of the calls it will time, in order, within
@@ -1065,8 +1167,12 @@ def reference_child(sock, area_fd, area_size, job, limits, job_dir, lib):
             prepare_next()
             continue
         msg = recv_msg(sock)
-        if msg is None or msg.get("type") == "exit":
+        if msg is None:
+            return False
+        if msg.get("type") == "exit":
             os._exit(0)
+        if msg["type"] == "done":
+            return True
         if msg["type"] == "compare":
             while todo and todo[0] < MIN_TIMING_TRIALS:
                 prepare_next()
@@ -1385,6 +1491,35 @@ class Child:
             self.role, os.WEXITSTATUS(st) if os.WIFEXITED(st) else -1)
 
 
+class ServerChild(Child):
+    """The zygote's reference server, lent to one job: not this job's to
+    kill or reap (Job.release_server gives it back, or has it dropped)."""
+
+    def kill(self, wait=True):
+        pass
+
+
+class RefServer:
+    """The zygote's record of its reference server (reference_server)."""
+
+    def __init__(self, pid, ctl):
+        self.pid, self.ctl = pid, ctl
+        self.key = None          # the reference it serves, after its first job
+
+    def alive(self):
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+        # Between jobs it ends only when dropped: say how, for the log.
+        sys.stderr.write("kgym_harness: reference server %d ended: %s\n" % (
+            self.pid, "signal %d" % os.WTERMSIG(status) if os.WIFSIGNALED(status) else
+            "status %d" % os.WEXITSTATUS(status)))
+        return False
+
+
 def remove_tree(path):
     """rm -r, also through directories a candidate made unreadable
     (mkdir with mode 0: its seccomp filter forbids chmod, ours does not);
@@ -1566,6 +1701,8 @@ class Job:
         self.children = []         # killed, reaped by cleanup()
         self.compiles = False      # the candidate runs compilers (subreaper sweep)
         self.ref_waits = False     # the reference waits for the candidate's CUDA start
+        self.server_sock = None    # the job's socket to the zygote's reference server, if lent one
+        self.server_report = {"server": "kept"}   # for the zygote: what became of its server
         self.custom = []           # the kernels kernel_code defines
         self.profile = None        # the candidate's profiled calls (KernelProbe)
         self.triton_matter = None  # the candidate's outputs change without its Triton launches?
@@ -1621,6 +1758,7 @@ class Job:
         """After the answer is sent (the GPU lock goes with it): wait for the
         children's end, sweep what their compilers left, remove the job's
         files."""
+        self.release_server()
         for c in self.children:
             c.reap()
         if self.compiles:
@@ -1679,8 +1817,11 @@ class Job:
             # while the candidate's JIT or nvcc runs on the CPU.  (The same
             # on a CPU, where it costs the candidate's few ms of set-up.)
             self.ref_waits = compiles
-            ref = self.fork("reference", reference_child, area_fd, size, dict(job, wait_for_start=self.ref_waits),
-                            job_dir)
+            ref = self.lend_server(job, area_fd, size, job_dir)
+            if ref is None:
+                self.meta["reference_process"] = "per_job"
+                ref = self.fork("reference", reference_child, area_fd, size,
+                                dict(job, wait_for_start=self.ref_waits), job_dir)
             try:
                 cand = self.fork("candidate", candidate_child, area_fd, size, dict(job, nonce=self.nonce),
                                  job_dir)
@@ -1695,6 +1836,70 @@ class Job:
                 self.children = [ref, cand]
         finally:
             os.close(area_fd)
+
+    def reference_key(self, job):
+        """What a reference server must have been set up and loaded with to
+        serve this job: the same code, entry point, device and backend
+        under the same limits."""
+        what = [job["reference_code"], job["entry_point"], job["device"], job.get("reference_backend"),
+                sorted(self.limits.items())]
+        return hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()
+
+    def lend_server(self, job, area_fd, size, job_dir):
+        """The zygote's reference server as this job's reference, if it is
+        free for this reference (a Child), else None: the job forks its own,
+        and the zygote replaces a server bound to another reference."""
+        srv = self.z.ref_server
+        key = self.reference_key(job)
+        if srv is None:
+            return None
+        if srv.key not in (None, key):
+            self.server_report = {"server": "drop"}
+            return None
+        zs, cs = socket.socketpair()
+        try:
+            socket.send_fds(srv.ctl, [b"j"], [cs.fileno(), area_fd])
+            # The reference needs neither the candidate's code nor its compilers.
+            ref_job = {k: v for k, v in job.items() if k not in ("kernel_code", "compiler_profile")}
+            fresh = srv.key is None
+            send_msg(zs, {"type": "job", "key": key, "area_size": size, "job_dir": job_dir, "limits": self.limits,
+                          "job": dict(ref_job, wait_for_start=self.ref_waits and fresh)})
+        except OSError:
+            zs.close()
+            self.server_report = {"server": "drop"}
+            return None
+        finally:
+            cs.close()
+        if not fresh:
+            self.ref_waits = False     # its CUDA is up already
+        self.server_sock, self.server_key = zs, key
+        self.server_report = {"server": "drop"}      # until release_server says otherwise
+        self.meta["reference_process"] = "new_server" if fresh else "reused"
+        return ServerChild("reference", srv.pid, zs)
+
+    def release_server(self):
+        """After the answer: tell the lent server the job is over and wait
+        (briefly) until it says nothing of it runs any more; else the zygote
+        drops it."""
+        sock, self.server_sock = self.server_sock, None
+        if sock is None:
+            return
+        try:
+            send_msg(sock, {"type": "done"})
+            end = time.monotonic() + 2.0
+            while True:
+                left = end - time.monotonic()
+                if left <= 0 or not select.select([sock], [], [], left)[0]:
+                    break
+                msg = recv_msg(sock)
+                if msg is None:
+                    break
+                if msg.get("type") == "idle":
+                    self.server_report = {"server": "ok", "key": self.server_key}
+                    break
+        except (OSError, ValueError):
+            pass
+        sock.close()
 
     def fork(self, role, fn, area_fd, size, job, job_dir):
         zs, cs = socket.socketpair()
@@ -2013,6 +2218,9 @@ class Zygote:
         self.jobs = 0
         self._cpu = None
         self.profiles = profiles or {}     # backend -> compiler_profile(), or the SandboxError
+        self.ref_server = None             # RefServer: a reference process kept across jobs
+        self.dying = []                    # dropped servers, reaped when they are gone
+        self.report_fd = None              # in a supervisor: where it tells the zygote about the server
 
     def compiler_profile(self, backend):
         """The backend's compiler profile: found once, by the zygote, where
@@ -2082,16 +2290,22 @@ class Zygote:
             if not data:
                 return
             self.jobs += 1
+            self.keep_ref_server()
+            rd, wr = os.pipe()
             pid = os.fork()
             if pid == 0:
                 code = 0
                 try:
+                    os.close(rd)
+                    self.report_fd = wr
                     ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
                     self.supervise_one()
                 except BaseException:  # noqa: BLE001 - never return into the zygote's loop
                     code = 70
                 os._exit(code)
+            os.close(wr)
             _, status = os.waitpid(pid, 0)
+            self.take_report(rd)
             if status != 0:
                 # It died without answering (it answers before it exits).
                 send_msg(self.sock, {"type": "result", "result": {
@@ -2114,6 +2328,69 @@ class Zygote:
                       "error_message": clip("the harness failed: " + traceback.format_exc())}
         send_msg(self.sock, {"type": "result", "result": result})
         job.cleanup()
+        if self.report_fd is not None:
+            os.write(self.report_fd, json.dumps(job.server_report).encode())
+
+    def keep_ref_server(self):
+        """Before a job: a reference server (reference_server) is there to
+        be lent, fresh from this process -- which never holds a task's data
+        -- where the last one is gone; dropped ones are reaped."""
+        for pid in list(self.dying):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    continue
+            except ChildProcessError:
+                pass
+            self.dying.remove(pid)
+        if self.ref_server is not None and not self.ref_server.alive():
+            self.ref_server.ctl.close()
+            self.ref_server = None
+        if self.ref_server is None and self.sandbox_lib:
+            a, b = socket.socketpair()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    a.close()
+                    reference_server(b, self.sandbox_lib)
+                finally:
+                    os._exit(70)
+            b.close()
+            self.ref_server = RefServer(pid, a)
+
+    def take_report(self, rd):
+        """After a job: its supervisor's word on the reference server --
+        kept (not lent), ok and bound to a reference, or to be dropped (also
+        when the supervisor said nothing: it died)."""
+        # Written before the supervisor exited; read without waiting (a
+        # process it left behind may hold the pipe open).
+        os.set_blocking(rd, False)
+        data = b""
+        while True:
+            try:
+                chunk = os.read(rd, 4096)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        os.close(rd)
+        try:
+            report = json.loads(data.decode()) if data else {"server": "drop"}
+        except ValueError:
+            report = {"server": "drop"}
+        srv = self.ref_server
+        if srv is None:
+            return
+        if report.get("server") == "ok" and isinstance(report.get("key"), str):
+            srv.key = report["key"]
+        elif report.get("server") != "kept":
+            try:
+                os.kill(srv.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            srv.ctl.close()
+            self.dying.append(srv.pid)
+            self.ref_server = None
 
 
 def preload(device_hint):

@@ -507,6 +507,38 @@ def test_zygote_serves_many_jobs():
     k.check(max(max(v) for v in pids.values()) >= 3, "a zygote served several jobs: %r" % pids)
 
 
+def test_reference_server_reused():
+    """Jobs of one reference in a row share the zygote's reference server
+    (its model rebuilt for each job's init seed), verdicts unchanged; a job
+    of another reference gets a reference of its own, and the server after
+    it serves that reference; a server that dies costs no later job."""
+    seq = []
+    for i, variant in enumerate(["torch_correct", "torch_correct", "torch_wrong", "torch_correct",
+                                 "torch_correct", "torch_wrong", "torch_correct"]):
+        t = example("mlp", variant, task_id="srv%d" % i)
+        seq.append(run_tasks(D, [t])[t["task_id"]])
+    for i, r in enumerate(seq):
+        want = i not in (2, 5)          # the torch_wrong ones
+        k.check(r["correctness"] is want and r["status"] == "completed", "job %d: %s" % (i, show(r)))
+    how = [r["metadata"].get("reference_process") for r in seq]
+    k.check(how.count("reused") >= 3, "consecutive jobs of one reference reuse a server: %r" % how)
+    k.check(all(h in ("reused", "new_server", "per_job") for h in how), how)
+    # Another reference: a server bound to mlp is not lent to it.
+    other = [run_tasks(D, [example("relu", "torch_correct", task_id="srvr%d" % i)])["srvr%d" % i]
+             for i in range(4)]
+    k.check(all(r["correctness"] is True for r in other), [show(r) for r in other])
+    how = [r["metadata"].get("reference_process") for r in other]
+    k.check(how[0] in ("per_job", "new_server", "reused") and "reused" in how[1:], how)
+    # A reference that fails its own trials ends its server; the next job is fine.
+    bad = task("srvbad", RELU_REF.replace("return torch.relu(x)", "raise RuntimeError('reference broke')"),
+               relu_candidate("return torch.relu(x)"))
+    r = run_tasks(D, [bad])["srvbad"]
+    k.check(r["error_code"] == "VALIDATION_ERROR" and "reference broke" in r["error_message"], show(r))
+    after = [run_tasks(D, [example("relu", "torch_correct", task_id="srva%d" % i)])["srva%d" % i]
+             for i in range(3)]
+    k.check(all(r["correctness"] is True for r in after), [show(r) for r in after])
+
+
 def test_validation_at_submit():
     base = example("relu", "torch_correct")["payload"]
     cases = [
@@ -564,7 +596,8 @@ def main():
         tests = [test_examples, test_forbidden_import, test_syntax_error_is_compilation_error,
                  test_sandbox_socket_killed, test_sandbox_task_store_unreadable, test_identity_fails_signed_trial,
                  test_runtime_error_and_crash, test_hang_times_out, test_reward_hacks,
-                 test_reference_timing_cache, test_zygote_serves_many_jobs, test_validation_at_submit,
+                 test_reference_timing_cache, test_zygote_serves_many_jobs, test_reference_server_reused,
+                 test_validation_at_submit,
                  test_gpu_backends_need_a_gpu,
                  test_compiler_profile_exec_unlisted, test_compiler_profile_exec_own_file,
                  test_compiler_profile_socket_kills, test_compiler_profile_landlock_inherited,
