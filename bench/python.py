@@ -125,10 +125,14 @@ def run_kgymd(args, w):
                 detail.setdefault("%s_%s" % (role[:4], step), []).append(ms)
     precomputed = sum(1 for r in res.values() if r["metadata"].get("timed_outputs_precomputed"))
     reused = sum(1 for r in res.values() if r["metadata"].get("reference_process") == "reused")
-    verdicts = {}
+    verdicts, examples = {}, {}
     for r in res.values():
         key = "%s/%s" % (r.get("correctness"), r.get("error_code"))
         verdicts[key] = verdicts.get(key, 0) + 1
+        if r.get("error_code"):
+            examples.setdefault(key, (r.get("error_message") or "")[:400])
+    for key, msg in examples.items():
+        print("W=%d: a %s: %s" % (w, key, msg), file=sys.stderr)
     return {"mode": "kgymd", "workers": w, "tasks": len(res), "wall_s": wall,
             "tasks_per_min": 60.0 * len(res) / wall, "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95),
             "verdicts": verdicts, "zygote_start_ms": max(start_ms) if start_ms else None,

@@ -1703,6 +1703,8 @@ class Job:
         self.ref_waits = False     # the reference waits for the candidate's CUDA start
         self.server_sock = None    # the job's socket to the zygote's reference server, if lent one
         self.server_report = {"server": "kept"}   # for the zygote: what became of its server
+        self.replacement = None    # the job's own reference, where the lent server failed it
+        self.area = None           # (fd, size) of the job's output area
         self.custom = []           # the kernels kernel_code defines
         self.profile = None        # the candidate's profiled calls (KernelProbe)
         self.triton_matter = None  # the candidate's outputs change without its Triton launches?
@@ -1828,12 +1830,16 @@ class Job:
             except BaseException:
                 ref.kill()
                 raise
+            self.area = (area_fd, size)
             try:
                 return self.drive(ref, cand, job)
             finally:
                 ref.kill(wait=False)
                 cand.kill(wait=False)
                 self.children = [ref, cand]
+                if self.replacement is not None:
+                    self.replacement.kill(wait=False)
+                    self.children.append(self.replacement)
         finally:
             os.close(area_fd)
 
@@ -1945,6 +1951,27 @@ class Job:
         def deadline():
             return min(phase_end, end_total) if end_total else phase_end
 
+        def server_failed(why):
+            """Did the lent reference server fail this job before judging
+            it?  Then a reference of the job's own takes over -- the same
+            seeds, the same expected outputs -- and the zygote drops the
+            server: the server is a saving, never a job's failure."""
+            nonlocal ref, ref_ready, waiting_for
+            if not isinstance(ref, ServerChild) or verdict is not None:
+                return False
+            self.server_report = {"server": "drop"}
+            if self.server_sock is not None:
+                self.server_sock.close()
+                self.server_sock = None
+            self.meta["reference_process"] = "per_job"
+            self.meta["reference_server_failed"] = clip(str(why), 300)
+            ref = self.replacement = self.fork("reference", reference_child, self.area[0], self.area[1],
+                                               dict(job, wait_for_start=False), self.job_dir)
+            ref_ready = None
+            if waiting_for == "verdict":
+                waiting_for = None
+            return True
+
         def enter(name, timeout_key, default, lock=None):
             nonlocal phase, phase_end, phase_start
             self.phase_ms[phase] = (now() - phase_start) * 1e3
@@ -1983,9 +2010,13 @@ class Job:
                     if c is cand:
                         return self.finish(self.fail("SANDBOX_VIOLATION", "the candidate process broke "
                                                      "the harness protocol: %s" % e, compiled), landlock)
+                    if server_failed("reference protocol: %s" % e):
+                        continue
                     return self.finish(self.fail("SYSTEM_ERROR", "reference protocol: %s" % e, compiled), landlock)
                 if msg is None:
                     c.eof = True
+                    if c is ref and server_failed("the reference server ended"):
+                        continue
                     code, why = c.death()
                     log = tail_of(os.path.join(self.job_dir, c.role, "output.log"))
                     if c is cand and kernel_stats is None:
@@ -2005,6 +2036,8 @@ class Job:
                     continue
                 t = msg.get("type")
                 if c is ref:
+                    if t == "error" and msg.get("code") == "SYSTEM_ERROR" and server_failed(msg.get("message")):
+                        continue
                     if t == "error":
                         return self.finish(self.fail(msg.get("code") or "SYSTEM_ERROR", msg.get("message"),
                                                      compiled), landlock)

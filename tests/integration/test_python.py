@@ -539,6 +539,25 @@ def test_reference_server_reused():
     k.check(all(r["correctness"] is True for r in after), [show(r) for r in after])
 
 
+def test_reference_server_death_costs_no_job():
+    """A reference server that dies during a job (this reference kills its
+    process at its second job in one process) is replaced, within the job,
+    by a reference of the job's own: every job is judged."""
+    ref = RELU_REF.replace("def get_init_inputs():\n",
+                           "_jobs = [0]\n\n\ndef get_init_inputs():\n    import os\n    _jobs[0] += 1\n"
+                           "    if _jobs[0] == 2:\n        os.kill(os.getpid(), 9)\n")
+    k.check(ref != RELU_REF, "the reference was rewritten")
+    results = []
+    for i in range(8):        # one of the two workers gets at least 4: its server meets a second job
+        t = task("srvkill%d" % i, ref, relu_candidate("return torch.relu(x)"))
+        results.append(run_tasks(D, [t])[t["task_id"]])
+    k.check(all(r["correctness"] is True for r in results), [show(r) for r in results])
+    failed = [r["metadata"].get("reference_server_failed") for r in results]
+    k.check(any(failed), "no server died: %r" % [r["metadata"].get("reference_process") for r in results])
+    k.check(all(r["metadata"]["reference_process"] == "per_job" for r in results
+                if r["metadata"].get("reference_server_failed")), failed)
+
+
 def test_validation_at_submit():
     base = example("relu", "torch_correct")["payload"]
     cases = [
@@ -597,7 +616,7 @@ def main():
                  test_sandbox_socket_killed, test_sandbox_task_store_unreadable, test_identity_fails_signed_trial,
                  test_runtime_error_and_crash, test_hang_times_out, test_reward_hacks,
                  test_reference_timing_cache, test_zygote_serves_many_jobs, test_reference_server_reused,
-                 test_validation_at_submit,
+                 test_reference_server_death_costs_no_job, test_validation_at_submit,
                  test_gpu_backends_need_a_gpu,
                  test_compiler_profile_exec_unlisted, test_compiler_profile_exec_own_file,
                  test_compiler_profile_socket_kills, test_compiler_profile_landlock_inherited,
