@@ -26,6 +26,13 @@ gluon import; build_triton_seed: gcc's build of its cuda_utils module, which
 each Triton candidate's private cache starts with).  For a candidate that
 compiles, the reference starts CUDA only once the candidate has: context
 creation is serialised in the driver, and the reference's fits in the JIT.
+
+The reference child is, where it can be, the zygote's reference server
+(reference_server): a process forked from the zygote's clean image and kept
+across the jobs of one reference, lent to one job at a time over a socket
+of that job's own (Job.lend_server, Job.release_server), dropped when a job
+of another reference comes or anything about it is in doubt; a server that
+fails a job before its verdict is replaced within the job.
 It does no tensor work itself either: OpenMP's thread pool does not survive
 fork(), so the zygote must never have started it.  Nor does it read a job:
 a per-job supervisor, forked first, reads the job from the socket, so no
