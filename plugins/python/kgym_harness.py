@@ -30,9 +30,11 @@ creation is serialised in the driver, and the reference's fits in the JIT.
 The reference child is, where it can be, the zygote's reference server
 (reference_server): a process forked from the zygote's clean image and kept
 across the jobs of one reference, lent to one job at a time over a socket
-of that job's own (Job.lend_server, Job.release_server), dropped when a job
-of another reference comes or anything about it is in doubt; a server that
-fails a job before its verdict is replaced within the job.
+of that job's own (Job.lend_server), given back only when it says it is
+idle before the answer (Job.release_server), killed and replaced when not,
+when a job of another reference comes, or when anything about it is in
+doubt; a server that fails a job before its verdict is replaced within the
+job.
 It does no tensor work itself either: OpenMP's thread pool does not survive
 fork(), so the zygote must never have started it.  Nor does it read a job:
 a per-job supervisor, forked first, reads the job from the socket, so no
@@ -1455,6 +1457,7 @@ class Child:
         self.role, self.pid, self.sock = role, pid, sock
         self.status = None     # waitpid status once reaped
         self.eof = False
+        self.quiet = False     # (a lent reference server) given back idle: not to be killed
 
     def reap(self, block=True):
         if self.status is None:
@@ -1500,10 +1503,18 @@ class Child:
 
 class ServerChild(Child):
     """The zygote's reference server, lent to one job: not this job's to
-    kill or reap (Job.release_server gives it back, or has it dropped)."""
+    reap, nor to kill once Job.release_server has given it back (it said
+    it is idle).  A server that did not say so in time -- still at work on
+    the GPU for a job that ended early -- is killed, like a reference of
+    the job's own, before the answer releases the GPU lock."""
 
     def kill(self, wait=True):
-        pass
+        if not self.quiet and self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.status = -1       # not ours to reap: the zygote does
 
 
 class RefServer:
@@ -1767,7 +1778,6 @@ class Job:
         """After the answer is sent (the GPU lock goes with it): wait for the
         children's end, sweep what their compilers left, remove the job's
         files."""
-        self.release_server()
         for c in self.children:
             c.reap()
         if self.compiles:
@@ -1841,6 +1851,11 @@ class Job:
             try:
                 return self.drive(ref, cand, job)
             finally:
+                if isinstance(ref, ServerChild):
+                    # Before the answer lets the GPU go: the server says it
+                    # is idle, or it is killed like a job's own reference.
+                    self.release_server(1.0)
+                    ref.quiet = self.server_report.get("server") == "ok"
                 ref.kill(wait=False)
                 cand.kill(wait=False)
                 self.children = [ref, cand]
@@ -1890,16 +1905,16 @@ class Job:
         self.meta["reference_process"] = "new_server" if fresh else "reused"
         return ServerChild("reference", srv.pid, zs)
 
-    def release_server(self):
-        """After the answer: tell the lent server the job is over and wait
-        (briefly) until it says nothing of it runs any more; else the zygote
-        drops it."""
+    def release_server(self, timeout):
+        """Tell the lent server the job is over and wait (`timeout` s at
+        most) until it says nothing of the job runs any more; else the
+        zygote drops it."""
         sock, self.server_sock = self.server_sock, None
         if sock is None:
             return
         try:
             send_msg(sock, {"type": "done"})
-            end = time.monotonic() + 2.0
+            end = time.monotonic() + timeout
             while True:
                 left = end - time.monotonic()
                 if left <= 0 or not select.select([sock], [], [], left)[0]:

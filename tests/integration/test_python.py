@@ -520,8 +520,18 @@ def test_reference_server_reused():
     for i, r in enumerate(seq):
         want = i not in (2, 5)          # the torch_wrong ones
         k.check(r["correctness"] is want and r["status"] == "completed", "job %d: %s" % (i, show(r)))
+    # A candidate that fails early leaves the server idle and kept.
+    broken = example("mlp", "torch_correct", task_id="srvbroken")
+    broken["payload"]["kernel_code"] = "raise RuntimeError('no module for you')\n" + broken["payload"]["kernel_code"]
+    r = run_tasks(D, [broken])["srvbroken"]
+    k.check(r["error_code"] == "COMPILATION_ERROR", show(r))
+    for i in range(2):
+        t = example("mlp", "torch_correct", task_id="srvpost%d" % i)
+        seq.append(run_tasks(D, [t])[t["task_id"]])
+    k.check(all(r["correctness"] is True for r in seq[-2:]), [show(r) for r in seq[-2:]])
     how = [r["metadata"].get("reference_process") for r in seq]
-    k.check(how.count("reused") >= 3, "consecutive jobs of one reference reuse a server: %r" % how)
+    k.check(how.count("reused") >= 4, "consecutive jobs of one reference reuse a server: %r" % how)
+    k.check("reused" in how[-2:], "a server outlives a candidate that failed early: %r" % how)
     k.check(all(h in ("reused", "new_server", "per_job") for h in how), how)
     # Another reference: a server bound to mlp is not lent to it.
     other = [run_tasks(D, [example("relu", "torch_correct", task_id="srvr%d" % i)])["srvr%d" % i]
