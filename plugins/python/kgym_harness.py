@@ -1541,15 +1541,19 @@ class RefServer:
 def remove_tree(path):
     """rm -r, also through directories a candidate made unreadable
     (mkdir with mode 0: its seccomp filter forbids chmod, ours does not);
-    what is left would make the worker ask to be replaced."""
+    what is left would make the worker ask to be replaced.  Gone already
+    is fine: the worker empties its directory once it has the answer, and
+    may be first."""
     def fix(func, p, exc):
+        if isinstance(exc[1], FileNotFoundError):
+            return
         try:
             os.chmod(os.path.dirname(p), 0o700)
             if os.path.isdir(p) and not os.path.islink(p):
                 os.chmod(p, 0o700)
                 shutil.rmtree(p, onerror=lambda *a: None)
             else:
-                func(p)
+                os.unlink(p)
         except OSError:
             pass
     shutil.rmtree(path, onerror=fix)
@@ -2356,13 +2360,15 @@ class Zygote:
                     ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
                     self.supervise_one()
                 except BaseException:  # noqa: BLE001 - never return into the zygote's loop
+                    traceback.print_exc()      # kgymd's log, through the worker
                     code = 70
                 os._exit(code)
             os.close(wr)
             _, status = os.waitpid(pid, 0)
-            self.take_report(rd)
-            if status != 0:
-                # It died without answering (it answers before it exits).
+            took, answered = self.take_report(rd)
+            if (took or status != 0) and not answered:
+                # It died without answering: a second answer to one job
+                # would be taken as the next job's, so only then.
                 send_msg(self.sock, {"type": "result", "result": {
                     "status": "failed", "compiled": False, "correctness": False, "error_code": "SYSTEM_ERROR",
                     "error_message": "the harness's job supervisor died (wait status 0x%x)" % status}})
@@ -2373,6 +2379,8 @@ class Zygote:
             os._exit(0)
         if msg.get("type") != "job":
             return
+        if self.report_fd is not None:
+            os.write(self.report_fd, b"J")      # a job to answer (take_report)
         request, limits = msg.get("request") or {}, msg.get("limits") or {}
         job = Job(self, request, limits)
         try:
@@ -2381,7 +2389,10 @@ class Zygote:
             result = {"status": "failed", "compiled": False, "correctness": False,
                       "error_code": "SYSTEM_ERROR",
                       "error_message": clip("the harness failed: " + traceback.format_exc())}
-        send_msg(self.sock, {"type": "result", "result": result})
+        # seq: the worker takes this answer for the job it sent, and no other.
+        send_msg(self.sock, {"type": "result", "seq": msg.get("seq"), "result": result})
+        if self.report_fd is not None:
+            os.write(self.report_fd, b"A")      # answered (take_report)
         job.cleanup()
         if self.report_fd is not None:
             os.write(self.report_fd, json.dumps(job.server_report).encode())
@@ -2413,9 +2424,10 @@ class Zygote:
             self.ref_server = RefServer(pid, a)
 
     def take_report(self, rd):
-        """After a job: its supervisor's word on the reference server --
-        kept (not lent), ok and bound to a reference, or to be dropped (also
-        when the supervisor said nothing: it died)."""
+        """After a job: whether its supervisor took a job ("J") and answered
+        it ("A"), then its word on the reference server -- kept (not lent),
+        ok and bound to a reference, or to be dropped (also when the
+        supervisor said nothing: it died).  Returns (took, answered)."""
         # Written before the supervisor exited; read without waiting (a
         # process it left behind may hold the pipe open).
         os.set_blocking(rd, False)
@@ -2429,13 +2441,15 @@ class Zygote:
                 break
             data += chunk
         os.close(rd)
+        took, data = data.startswith(b"J"), data[1:] if data.startswith(b"J") else data
+        answered, data = data.startswith(b"A"), data[1:] if data.startswith(b"A") else data
         try:
             report = json.loads(data.decode()) if data else {"server": "drop"}
         except ValueError:
             report = {"server": "drop"}
         srv = self.ref_server
         if srv is None:
-            return
+            return took, answered
         if report.get("server") == "ok" and isinstance(report.get("key"), str):
             srv.key = report["key"]
         elif report.get("server") != "kept":
@@ -2446,6 +2460,7 @@ class Zygote:
             srv.ctl.close()
             self.dying.append(srv.pid)
             self.ref_server = None
+        return took, answered
 
 
 def preload(device_hint):

@@ -614,6 +614,19 @@ py_on_phase(const json_t *msg)
 	return r;
 }
 
+/*
+ * A result answers the job just sent: its seq is this job's.  The zygote's
+ * own answer for a supervisor that died carries none (the zygote never
+ * reads a job).
+ */
+static bool
+py_result_is_ours(const json_t *msg)
+{
+	const json_t *seq = json_object_get(msg, "seq");
+
+	return !json_is_integer(seq) || json_integer_value(seq) == (json_int_t)zy.jobs;
+}
+
 static int
 py_run(const json_t *request, json_t **ret_result, char **ret_cause)
 {
@@ -632,8 +645,9 @@ py_run(const json_t *request, json_t **ret_result, char **ret_cause)
 	}
 	zy.jobs++;
 	zy.lock_wait_s = 0;
-	msg = json_pack("{s:s, s:O, s:o}", "type", "job", "request", request, "limits",
-	    py_limits());
+	/* The result echoes seq: an answer to another job is a broken protocol. */
+	msg = json_pack("{s:s, s:I, s:O, s:o}", "type", "job", "seq", (json_int_t)zy.jobs,
+	    "request", request, "limits", py_limits());
 	if (msg == NULL)
 		return pu_cause(host, ret_cause, -ENOMEM, "out of memory building the job");
 	r = py_send(msg);
@@ -650,7 +664,7 @@ py_run(const json_t *request, json_t **ret_result, char **ret_cause)
 			text = json_string_value(json_object_get(msg, "message"));
 			host->log(self, KGYM_LOG_INFO, "zygote: %s", text ?: "");
 		} else if (type != NULL && strcmp(type, "result") == 0 &&
-		    json_is_object(result = json_object_get(msg, "result"))) {
+		    json_is_object(result = json_object_get(msg, "result")) && py_result_is_ours(msg)) {
 			json_incref(result);
 			json_decref(msg);
 			if (!json_is_object(meta = json_object_get(result, "metadata"))) {

@@ -502,6 +502,7 @@ def test_zygote_serves_many_jobs():
     res = run_tasks(D, [example("relu", "torch_correct", task_id="z%d" % i) for i in range(4)])
     pids = {}
     for r in res.values():
+        k.check(r["correctness"] is True and "zygote_pid" in r.get("metadata", {}), show(r))
         pids.setdefault(r["metadata"]["zygote_pid"], []).append(r["metadata"]["zygote_jobs"])
     k.check(len(pids) <= 2, "one zygote per CPU worker: %r" % pids)
     k.check(max(max(v) for v in pids.values()) >= 3, "a zygote served several jobs: %r" % pids)
@@ -568,6 +569,35 @@ def test_reference_server_death_costs_no_job():
                 if r["metadata"].get("reference_server_failed")), failed)
 
 
+def test_remove_tree_tolerates_the_wipe():
+    """The worker empties its directory once it has the answer, maybe
+    before the job's supervisor removes the job's files: that must not make
+    the supervisor fail after answering (its exit status would be taken for
+    a job it did not answer)."""
+    sys.path.insert(0, os.path.dirname(HARNESS))
+    import kgym_harness as h
+    d = tempfile.mkdtemp(prefix="kgym-rmtree-")
+    os.makedirs(os.path.join(d, "a", "b"))
+    os.chmod(os.path.join(d, "a"), 0)          # what a candidate may leave
+    h.remove_tree(d)
+    k.check(not os.path.exists(d), "the tree is gone")
+    h.remove_tree(d)                            # gone already: no exception
+    # Gone between shutil's look and its open (the worker's wipe, racing).
+    d = tempfile.mkdtemp(prefix="kgym-rmtree-")
+    real_open = os.open
+
+    def vanished(path, *a, **kw):
+        if path == d and os.path.isdir(d):
+            os.rmdir(d)                         # the wipe got there first
+        return real_open(path, *a, **kw)
+    os.open = vanished
+    try:
+        h.remove_tree(d)
+    finally:
+        os.open = real_open
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_validation_at_submit():
     base = example("relu", "torch_correct")["payload"]
     cases = [
@@ -626,7 +656,8 @@ def main():
                  test_sandbox_socket_killed, test_sandbox_task_store_unreadable, test_identity_fails_signed_trial,
                  test_runtime_error_and_crash, test_hang_times_out, test_reward_hacks,
                  test_reference_timing_cache, test_zygote_serves_many_jobs, test_reference_server_reused,
-                 test_reference_server_death_costs_no_job, test_validation_at_submit,
+                 test_reference_server_death_costs_no_job, test_remove_tree_tolerates_the_wipe,
+                 test_validation_at_submit,
                  test_gpu_backends_need_a_gpu,
                  test_compiler_profile_exec_unlisted, test_compiler_profile_exec_own_file,
                  test_compiler_profile_socket_kills, test_compiler_profile_landlock_inherited,
