@@ -15,7 +15,9 @@
  *
  * run() talks to the zygote over a socketpair, in length-prefixed JSON
  * frames (4-byte big-endian length): it sends {"type":"job"} with the
- * workflow's request and this plugin's limits, relays the zygote's
+ * workflow's request, this plugin's limits and the job's seq (which the
+ * result must echo: an answer to another job is a broken protocol, never
+ * this job's result), relays the zygote's
  * {"type":"phase"} messages to the worker host (the parent's per-phase
  * deadline; on a GPU worker the exclusive lock for timing) and acks them,
  * forwards {"type":"log"} lines, and returns the {"type":"result"} object,

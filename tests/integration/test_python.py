@@ -576,26 +576,31 @@ def test_remove_tree_tolerates_the_wipe():
     a job it did not answer)."""
     sys.path.insert(0, os.path.dirname(HARNESS))
     import kgym_harness as h
-    d = tempfile.mkdtemp(prefix="kgym-rmtree-")
-    os.makedirs(os.path.join(d, "a", "b"))
-    os.chmod(os.path.join(d, "a"), 0)          # what a candidate may leave
-    h.remove_tree(d)
-    k.check(not os.path.exists(d), "the tree is gone")
-    h.remove_tree(d)                            # gone already: no exception
-    # Gone between shutil's look and its open (the worker's wipe, racing).
-    d = tempfile.mkdtemp(prefix="kgym-rmtree-")
-    real_open = os.open
-
-    def vanished(path, *a, **kw):
-        if path == d and os.path.isdir(d):
-            os.rmdir(d)                         # the wipe got there first
-        return real_open(path, *a, **kw)
-    os.open = vanished
+    # remove_tree may chmod a failing path's parent: keep the trees in a
+    # directory of this test's own, never directly in /tmp.
+    top = tempfile.mkdtemp(prefix="kgym-rmtree-")
     try:
+        d = os.path.join(top, "job")
+        os.makedirs(os.path.join(d, "a", "b"))
+        os.chmod(os.path.join(d, "a"), 0)          # what a candidate may leave
         h.remove_tree(d)
+        k.check(not os.path.exists(d), "the tree is gone")
+        h.remove_tree(d)                            # gone already: no exception
+        # Gone between shutil's look and its open (the worker's wipe, racing).
+        os.mkdir(d)
+        real_open = os.open
+
+        def vanished(path, *a, **kw):
+            if path == d and os.path.isdir(d):
+                os.rmdir(d)                         # the wipe got there first
+            return real_open(path, *a, **kw)
+        os.open = vanished
+        try:
+            h.remove_tree(d)
+        finally:
+            os.open = real_open
     finally:
-        os.open = real_open
-        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_validation_at_submit():
