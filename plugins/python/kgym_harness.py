@@ -1724,6 +1724,7 @@ class Job:
         self.compiles = False      # the candidate runs compilers (subreaper sweep)
         self.ref_waits = False     # the reference waits for the candidate's CUDA start
         self.server_sock = None    # the job's socket to the zygote's reference server, if lent one
+        self.server_key = None     # the reference it serves this job (Job.reference_key)
         self.server_report = {"server": "kept"}   # for the zygote: what became of its server
         self.replacement = None    # the job's own reference, where the lent server failed it
         self.area = None           # (fd, size) of the job's output area
