@@ -51,7 +51,6 @@ import time
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "tests", "integration"))
 os.environ.setdefault("KGYM_BUILDDIR", os.path.abspath(os.path.join(here, "..", "build")))
-import kgymtest as k  # noqa: E402
 import test_python as tp  # noqa: E402
 
 
@@ -137,8 +136,8 @@ def run_kgymd(args, w):
             "tasks_per_min": 60.0 * len(res) / wall, "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95),
             "verdicts": verdicts, "zygote_start_ms": max(start_ms) if start_ms else None,
             "single_ms": statistics.median(e2e),
-            "phases_p50_ms": {k: pct(v, 0.5) for k, v in sorted(phases.items())},
-            "detail_p50_ms": {k: pct(v, 0.5) for k, v in sorted(detail.items())},
+            "phases_p50_ms": {name: pct(v, 0.5) for name, v in sorted(phases.items())},
+            "detail_p50_ms": {name: pct(v, 0.5) for name, v in sorted(detail.items())},
             "precomputed": precomputed, "reused": reused}
 
 

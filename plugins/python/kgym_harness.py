@@ -94,7 +94,6 @@ UTF-8 JSON.
 import argparse
 import ast
 import ctypes
-import errno
 import faulthandler
 import fcntl
 import gc
