@@ -1,0 +1,304 @@
+"""kgym_executor.py -- an executor: the process that runs one model's forward.
+
+Two per job, the reference's and the candidate's, both sandboxed and both
+dumb.  An executor builds its model, maps the buffers the judge gives it,
+and then, for every call, does only this:
+
+    "arm k"  ->  "armed"  ->  spin until GO == k  ->  forward(inputs),
+    copy each output into the judge's output buffer, synchronise the
+    device  ->  STATUS, DONE = k
+
+The judge's clock runs from its GO to the moment it has taken what is in
+its buffers, so a lazy output (a view, a tensor subclass, a list-like
+object) is materialised on the clock, work left on other streams or
+threads is on it or missing from the outputs, and whatever an executor
+reports about itself (its timings, its CUPTI profile) is advisory.
+
+This module holds nothing a candidate could use: no seed (the judge makes
+every input on its side), no expected output, no comparison, no clock.  It
+imports kgym_common only; kgym_judge.py is never imported here, nor in
+the zygote every executor is forked from.
+"""
+
+import ctypes
+import os
+import socket
+import time
+import traceback
+
+from kgym_common import (SETUP_MS, CTL_DONE, CTL_GO, CTL_STATUS, ControlBlock, CudaDriver, child_setup, clip,
+                         dtype_name, flatten_outputs, format_exc, load_module, map_area, recv_msg, send_msg)
+
+
+class KernelProbe:
+    """libkgym_kprobe.so (plugins/python/kprobe.c) in this process: CUPTI's
+    kernel activity records of the calls made between start() and stop().
+    Loaded before the sandbox; libcupti by soname, so torch's copy if it
+    has one mapped.  What it reports is the candidate's process's word:
+    advisory (a one-way detector: it can hide a decoy, never make an
+    honest kernel fail)."""
+
+    def __init__(self, path, cupti_path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.kgym_kprobe_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.kgym_kprobe_start.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.kgym_kprobe_stop.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.kgym_kprobe_stop.restype = ctypes.c_long
+        self.err = ctypes.create_string_buffer(512)
+        self.check(self.lib.kgym_kprobe_open((cupti_path or "").encode() or None, self.err, len(self.err)))
+
+    def check(self, r):
+        if r < 0:
+            raise OSError(-r, self.err.value.decode("utf-8", "replace"))
+        return r
+
+    def start(self):
+        self.check(self.lib.kgym_kprobe_start(self.err, len(self.err)))
+
+    def stop(self):
+        buf = ctypes.create_string_buffer(1 << 20)
+        n = self.check(self.lib.kgym_kprobe_stop(buf, len(buf), self.err, len(self.err)))
+        kernels, more_calls, more_ns, dropped = [], 0, 0, 0
+        for line in buf.raw[:n].decode("utf-8", "replace").splitlines():
+            f = line.split("\t")
+            if f[0] == "#more":
+                more_calls, more_ns = int(f[1]), int(f[2])
+            elif f[0] == "#dropped":
+                dropped = int(f[1])
+            elif len(f) == 7:
+                kernels.append({"name": f[0][:1000], "calls": int(f[1]), "total_ns": int(f[2]),
+                                "grid": [int(x) for x in f[3].split(",")],
+                                "block": [int(x) for x in f[4].split(",")],
+                                "registers": int(f[5]), "shared_bytes": int(f[6])})
+        return {"kernels": kernels, "other_calls": more_calls, "other_ns": more_ns, "dropped": dropped}
+
+
+class CallError(Exception):
+    """A call that returned what the judge's buffers cannot take."""
+
+
+class Executor:
+    def __init__(self, role, sock, ctl_fd, lib):
+        self.role, self.sock, self.ctl_fd = role, sock, ctl_fd
+        self.lib = lib
+        self.model = None
+        self.inputs = None         # the judge's input buffers, as tensors
+        self.outputs = None        # the judge's output buffers for this executor
+        self.keep = []             # mappings to keep alive
+        self.cuda = None
+        self.probe = None
+        self.device = "cpu"
+
+    def send(self, obj):
+        send_msg(self.sock, obj)
+
+    def fail(self, kind, message, code=None):
+        self.send({"type": kind, "code": code, "message": clip(message)})
+        os._exit(0)
+
+    # -- set-up
+    def start(self):
+        msg = recv_msg(self.sock)
+        if msg is None or msg.get("type") != "job":
+            os._exit(0)
+        job, limits, self.job_dir = msg["job"], msg["limits"], msg["job_dir"]
+        t_start = time.monotonic()
+        probe_status = None
+        if job.get("profile"):
+            # Before the sandbox: libcupti is loaded from wherever it lies.
+            try:
+                self.probe = KernelProbe(limits["kprobe_lib"], limits.get("cupti_library"))
+            except (OSError, KeyError, AttributeError) as e:
+                probe_status = "unavailable: %s" % e
+        try:
+            abi = child_setup(self.role, job, limits, {self.sock.fileno(), self.ctl_fd}, self.job_dir, self.lib,
+                              job.get("compiler_profile"))
+        except Exception as e:  # noqa: BLE001 - fail closed
+            self.fail("error", "the %s process could not enter the sandbox: %s" % (self.role, e), "SYSTEM_ERROR")
+        import torch
+        self.torch = torch
+        self.ctl = ControlBlock(self.ctl_fd)
+        self.device = "cuda" if job["device"] != "cpu" else "cpu"
+        if self.device == "cuda":
+            self.cuda = CudaDriver()
+        if self.probe is not None:
+            # CUPTI's first collection sets itself up (a fraction of a second):
+            # here, while the GPU is shared, not in the timing's hold.
+            t0 = time.monotonic()
+            try:
+                self.probe.start()
+                self.probe.stop()
+            except OSError as e:
+                self.probe, probe_status = None, "failed: %s" % e
+            SETUP_MS["probe_warm"] = (time.monotonic() - t0) * 1e3
+        t_load = time.monotonic()
+        candidate = self.role == "candidate"
+        try:
+            ref = load_module(job["reference_code"], "reference_code")
+        except Exception:  # noqa: BLE001
+            self.fail("error", format_exc("the reference could not be loaded:"), "VALIDATION_ERROR")
+        name = job["entry_point"] + ("New" if candidate else "")
+        try:
+            if candidate:
+                mod = load_module(job["kernel_code"], "kernel_code")
+            else:
+                mod = ref
+            cls = mod.get(name)
+            if not callable(cls):
+                raise NameError("%s defines no %s" % ("kernel_code" if candidate else "reference_code", name))
+            if not callable(ref.get("get_init_inputs")):
+                raise NameError("reference_code defines no get_init_inputs")
+            torch.manual_seed(job["init_seed"])
+            init = list(ref["get_init_inputs"]())
+            torch.manual_seed(job["init_seed"])
+            model = cls(*init)
+            if isinstance(model, torch.nn.Module):
+                model = model.to(self.device).eval()
+            if not candidate and job.get("reference_backend") == "compile":
+                model = torch.compile(model)
+        except PermissionError as e:
+            self.fail("violation", "the sandbox refused: %s" % e)
+        except Exception:  # noqa: BLE001
+            if candidate:
+                self.fail("compile_error", format_exc("kernel_code could not be loaded or %s built:" % name))
+            self.fail("error", format_exc("the reference could not be built:"), "VALIDATION_ERROR")
+        self.model = model
+        SETUP_MS["load"] = (time.monotonic() - t_load) * 1e3
+        SETUP_MS["total"] = (time.monotonic() - t_start) * 1e3
+        self.send({"type": "ready", "landlock_abi": abi, "setup_ms": SETUP_MS, "profile_status": probe_status,
+                   "device_name": ("cuda: " + torch.cuda.get_device_name(0)) if self.device == "cuda" else None})
+
+    # -- the calls
+    def serve(self):
+        torch = self.torch
+        with torch.no_grad():
+            while True:
+                msg = recv_msg(self.sock)
+                if msg is None or msg.get("type") == "exit":
+                    os._exit(0)
+                t = msg.get("type")
+                if t == "buffers":
+                    self.map_buffers(msg)
+                elif t == "describe":
+                    self.describe(msg)
+                elif t == "arm":
+                    self.call(msg)
+
+    def map_buffers(self, msg):
+        fds = []
+        if msg.get("fds"):
+            _, fds, _, _ = socket.recv_fds(self.sock, 1, int(msg["fds"]))
+        try:
+            it = iter(fds)
+            self.inputs, k1 = map_area(msg["inputs"], next(it, None), self.cuda)
+            self.outputs, k2 = (map_area(msg["outputs"], next(it, None), self.cuda)
+                                if msg.get("outputs") else (None, None))
+            self.keep += [k1, k2]
+        except Exception as e:  # noqa: BLE001
+            self.fail("error", "the %s process could not map the judge's buffers: %s" % (self.role, e),
+                      "SYSTEM_ERROR")
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.send({"type": "mapped"})
+
+    def arguments(self, msg):
+        """forward's arguments: the judge's input buffers and the call's
+        non-tensor values, in get_inputs()'s order."""
+        args = []
+        for kind, v in msg.get("args") or []:
+            args.append(self.inputs[int(v)] if kind == "t" else v)
+        return args
+
+    def describe(self, msg):
+        """(The reference only) one forward on the inputs in place: the
+        outputs' dtypes and shapes, for the judge's buffers."""
+        try:
+            outs = flatten_outputs(self.model(*self.arguments(msg)))
+            if self.device == "cuda":
+                self.torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001
+            self.fail("error", format_exc("the reference failed on its own inputs:"), "VALIDATION_ERROR")
+        self.send({"type": "described", "outputs": [{"dtype": dtype_name(o.dtype), "shape": list(o.shape)}
+                                                     for o in outs]})
+
+    def forward_into(self, args, skip_launches=False):
+        torch = self.torch
+        if skip_launches:
+            from triton.runtime.jit import JITFunction
+            run = JITFunction.run
+            JITFunction.run = lambda self, *a, **kw: None
+            try:
+                res = flatten_outputs(self.model(*args))
+            finally:
+                JITFunction.run = run
+        else:
+            res = flatten_outputs(self.model(*args))
+        outs = self.outputs
+        if len(res) != len(outs):
+            raise CallError("the model returned %d outputs, the reference returns %d" % (len(res), len(outs)))
+        for i, (r, o) in enumerate(zip(res, outs)):
+            if tuple(r.shape) != tuple(o.shape) or r.dtype != o.dtype:
+                raise CallError("output %d is %s of shape %s; the reference's is %s of shape %s" % (
+                    i, dtype_name(r.dtype), list(r.shape), dtype_name(o.dtype), list(o.shape)))
+            o.copy_(r)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def call(self, msg):
+        k, mode = int(msg["k"]), msg.get("mode", "call")
+        args = self.arguments(msg)
+        ctl = self.ctl
+        self.send({"type": "armed", "k": k})
+        if not ctl.wait(CTL_GO, k, time.monotonic() + 3600):
+            os._exit(0)
+        error = None
+        try:
+            if mode == "empty":
+                if self.device == "cuda":
+                    self.torch.cuda.synchronize()
+            elif mode == "profile" and self.probe is not None:
+                self.probe.start()
+                try:
+                    self.forward_into(args)
+                finally:
+                    table = self.probe.stop()
+            else:
+                self.forward_into(args, skip_launches=(mode == "skip_launches"))
+        except CallError as e:
+            error = {"kind": "bad_output", "message": str(e)}
+        except PermissionError as e:
+            error = {"kind": "violation", "message": "the sandbox refused: %s" % e}
+        except MemoryError as e:
+            error = {"kind": "resource", "message": "out of memory: %s" % e}
+        except Exception as e:  # noqa: BLE001
+            oom = type(e).__name__ == "OutOfMemoryError"
+            error = {"kind": "resource" if oom else "runtime_error",
+                     "message": format_exc("%s raised an exception on its inputs:" % (
+                         "the reference" if self.role == "reference" else "ModelNew"))}
+        ctl.words[CTL_STATUS] = 1 if error else 0
+        ctl.words[CTL_DONE] = k
+        if error:
+            self.send(dict(error, type="call_error", k=k, message=clip(error["message"])))
+        elif mode == "profile":
+            self.send({"type": "profile", "k": k,
+                       "table": table if self.probe is not None else None})
+
+
+def executor_main(role, sock, ctl_fd, lib):
+    """The body of an executor process (forked by the job's supervisor
+    before the job is read, so nothing of it -- its seeds above all -- is
+    in this process's memory but what the job message carries)."""
+    ex = Executor(role, sock, ctl_fd, lib)
+    try:
+        ex.start()
+        ex.serve()
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: BLE001
+        try:
+            ex.send({"type": "error", "code": "SYSTEM_ERROR",
+                     "message": clip("the %s process failed: %s" % (role, traceback.format_exc()))})
+        except OSError:
+            pass
+    os._exit(0)

@@ -1,0 +1,765 @@
+"""kgym_judge.py -- the judge of a KernelBench-format job: the trusted side.
+
+One judge process per job, forked by the job's supervisor, sandboxed like
+every job process (the reference's get_inputs() is the submitter's code,
+trusted for that submitter's task only).  No candidate code is ever loaded
+here, and nothing of this module is in an executor's address space: the
+zygote never imports it, only the judge does, after its fork.
+
+What the judge owns (ARCHITECTURE.md, "The judge"):
+
+  - the seeds: drawn here, never sent anywhere; every call -- correctness
+    trial, warm-up, timed call -- gets inputs made from a new one, on the
+    job's device (get_inputs() under the CUDA device), copied into the
+    input buffers both executors map, and kept privately to check after
+    the call that the executor left them unchanged;
+  - the buffers: one area of inputs, one of outputs per executor (a memfd
+    on a CPU; on a GPU memory the judge allocated with the driver and
+    exported through CUDA IPC, so that no block of torch's allocator, which
+    may hold other tensors of the judge's, is ever mapped by an executor);
+    the candidate's outputs are poisoned before every call;
+  - the clock: per call, "arm" (the executor says "armed" and spins), the
+    inputs written, the outputs poisoned, L2 flushed, the device synced;
+    then GO, and the clock stops once DONE is seen *and* the judge's own
+    copy of the output buffers is complete -- whatever the executor left
+    unfinished is either on the clock or missing from the copy;
+  - the verdict: every call's outputs -- not a sample -- compared with the
+    reference's outputs for the same inputs (the reference runs right
+    after the candidate, on the same buffers, untimed), so every call
+    looks the same to the candidate;
+  - the reference's timing: after the candidate's process is gone (the
+    supervisor kills it on the judge's word), by the same protocol, or from
+    the workflow's cache; and the handshake's own cost (an empty call of
+    the reference executor, the only trusted one), subtracted from both.
+"""
+
+import hashlib
+import math
+import os
+import random
+import select
+import socket
+import time
+
+import torch
+
+from kgym_common import (MIN_CORRECT_TRIALS, MIN_TIMING_TRIALS, SETUP_MS, CTL_DONE, CTL_GO, CTL_STATUS,
+                         ControlBlock, CudaDriver, area_layout, child_setup, clip, dtype_name, finite, format_exc,
+                         load_module, recv_msg, send_msg, tensors_of_area)
+
+# Per-dtype default tolerances (DESIGN §8): (atol, rtol).
+TOLERANCES = {
+    "float64": (1e-8, 1e-8), "complex128": (1e-8, 1e-8),
+    "float32": (1e-4, 1e-4), "complex64": (1e-4, 1e-4),
+    "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2),
+}
+CALIBRATION_CALLS = 21         # empty calls of the reference executor: the handshake's cost
+PROFILE_CALLS = 3
+
+
+def derive_seed(base, tag, index=0):
+    """A 63-bit seed from the judge's secret base."""
+    h = hashlib.sha256(("%s:%s:%d" % (base, tag, index)).encode()).digest()
+    return int.from_bytes(h[:8], "little") & ((1 << 63) - 1)
+
+# ------------------------------------------------------------------ comparison
+
+
+def tolerance(dt, job):
+    name = dtype_name(dt)
+    atol, rtol = TOLERANCES.get(name, (0.0, 0.0))
+    if name in TOLERANCES:
+        if isinstance(job.get("atol"), (int, float)):
+            atol = float(job["atol"])
+        if isinstance(job.get("rtol"), (int, float)):
+            rtol = float(job["rtol"])
+    return atol, rtol
+
+
+def compare_tensor(ref, got, job):
+    """{ok, max_abs_err, max_rel_err, mismatches, first_bad_index, message}."""
+    r = {"ok": False, "max_abs_err": None, "max_rel_err": None, "mismatches": 0, "first_bad_index": None}
+    if tuple(ref.shape) != tuple(got.shape):
+        r["message"] = "shape %s, expected %s" % (list(got.shape), list(ref.shape))
+        r["mismatches"] = ref.numel()
+        return r
+    if ref.dtype != got.dtype:
+        r["message"] = "dtype %s, expected %s" % (dtype_name(got.dtype), dtype_name(ref.dtype))
+        r["mismatches"] = ref.numel()
+        return r
+    atol, rtol = tolerance(ref.dtype, job)
+    if ref.is_complex():
+        ref, got = torch.view_as_real(ref), torch.view_as_real(got)
+    if ref.is_floating_point():
+        rd, gd = ref.double().reshape(-1), got.double().reshape(-1)
+        diff = (gd - rd).abs()
+        fin = torch.isfinite(rd)
+        bad = torch.where(fin, ~(diff <= atol + rtol * rd.abs()),
+                          torch.where(torch.isnan(rd), ~torch.isnan(gd), gd != rd))
+        if bool(fin.any()):
+            dfin = torch.where(fin, diff, torch.zeros_like(diff))
+            r["max_abs_err"] = finite(float(dfin.max())) if bool(torch.isfinite(dfin).all()) else None
+            nz = fin & (rd != 0)
+            rel = torch.where(nz, dfin / torch.where(nz, rd.abs(), torch.ones_like(rd)), torch.zeros_like(rd))
+            r["max_rel_err"] = finite(float(rel.max()))
+        else:
+            r["max_abs_err"] = r["max_rel_err"] = 0.0
+    else:
+        rd, gd = ref.reshape(-1), got.reshape(-1)
+        bad = rd != gd
+        r["max_abs_err"] = float((rd.double() - gd.double()).abs().max()) if rd.numel() else 0.0
+        r["max_rel_err"] = None
+    n = int(bad.sum())
+    r["mismatches"] = n
+    if n == 0:
+        r["ok"] = True
+        return r
+    first = int(bad.nonzero()[0][0])
+    r["first_bad_index"] = first
+    coords, rest = [], first
+    for s in reversed(list(ref.shape)):
+        coords.append(rest % s if s else 0)
+        rest = rest // s if s else 0
+    exp, gv = rd[first].item(), gd[first].item()
+    r["message"] = ("%d of %d elements differ beyond atol=%g rtol=%g (first at %s: expected %r, got %r; "
+                    "max abs error %s, max rel error %s)" % (n, rd.numel(), atol, rtol, list(reversed(coords)),
+                                                             exp, gv, r["max_abs_err"], r["max_rel_err"]))
+    return r
+
+
+def compare_outputs(ref_outs, got_outs, job):
+    res = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "mismatches": 0, "first_bad_index": None}
+    for k, (rt, gt) in enumerate(zip(ref_outs, got_outs)):
+        c = compare_tensor(rt, gt, job)
+        for key in ("max_abs_err", "max_rel_err"):
+            if c[key] is None or res[key] is None:
+                res[key] = None if c[key] is None and key == "max_abs_err" and not c["ok"] else res[key]
+            else:
+                res[key] = max(res[key], c[key])
+        res["mismatches"] += c["mismatches"]
+        if not c["ok"] and res["ok"]:
+            res.update(ok=False, first_bad_index=c["first_bad_index"], output=k,
+                       message="output %d: %s" % (k, c["message"]))
+    return res
+
+
+def same_tensor(a, b):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool((a == b).all())
+
+
+def stats(samples_ms):
+    """DESIGN §5's timing block: median and a 95% interval of the median
+    from order statistics (none below 6 samples)."""
+    v = sorted(samples_ms)
+    n = len(v)
+    if n == 0:
+        return None
+    med = v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+    mean = sum(v) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in v) / (n - 1)) if n > 1 else 0.0
+    half = 0.98 * math.sqrt(n)
+    lo = max(1, int(math.floor(n / 2 - half)))
+    hi = min(n, int(math.ceil(1 + n / 2 + half)))
+    rel = max(med - v[lo - 1], v[hi - 1] - med) / med if n >= 6 and med > 0 else None
+    return {"median_ms": med, "mean_ms": mean, "std_ms": std, "min_ms": v[0], "max_ms": v[-1],
+            "ci95_ms": [v[lo - 1], v[hi - 1]], "ci95_rel": rel, "trials": n}
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else None
+
+# ------------------------------------------------------------------ the judge
+
+
+class Verdict(Exception):
+    """The job's end, decided: raised with the result's fields."""
+
+    def __init__(self, code, message, hack=None, completed=True):
+        super().__init__(message)
+        self.code, self.message, self.hack, self.completed = code, message, hack, completed
+
+
+class ExecutorGone(Exception):
+    def __init__(self, role, during):
+        super().__init__(role)
+        self.role, self.during = role, during
+
+
+class Peer:
+    """The judge's side of one executor: its socket and control block."""
+
+    def __init__(self, role, sock, ctl_fd):
+        self.role, self.sock, self.ctl_fd = role, sock, ctl_fd
+        self.ctl = None
+        self.ready = None
+        self.outputs = None        # the judge's views of this executor's output area
+        self.k = 0                 # the last call number given
+
+    def recv(self, during, deadline=None):
+        """The executor's next message; ExecutorGone at EOF or garbage."""
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                raise Verdict("TIMEOUT_ERROR", "%s: the %s process did not answer in time" % (during, self.role),
+                              completed=self.role == "candidate")
+        try:
+            msg = recv_msg(self.sock, 16 << 20)
+        except (ValueError, OSError, UnicodeDecodeError):
+            msg = None
+        if msg is None:
+            raise ExecutorGone(self.role, during)
+        return msg
+
+
+class Judge:
+    def __init__(self, sup, ref, cand, lib):
+        self.sup, self.ref, self.cand = sup, ref, cand
+        self.lib = lib
+        self.trials_passed = False
+        self.meta = {}
+        self.deadline = None
+        self.trials = []
+        self.checked_calls = 0
+        self.calls = 0
+        self.prep_ms = {"candidate": [], "reference": []}
+        self.profile = None
+        self.matter = None
+        self.compiled = False
+
+    # -- the supervisor
+    def phase(self, name, lock=None):
+        """Ask the supervisor for a phase (its deadline; the GPU lock it
+        needs); returns once it is in force."""
+        send_msg(self.sup, {"type": "phase", "phase": name, "lock": lock})
+        msg = recv_msg(self.sup)
+        if msg is None or msg.get("type") != "ack":
+            os._exit(0)
+        self.deadline = float(msg["deadline"])
+        self.phase_name = name
+
+    # -- set-up
+    def start(self):
+        msg = recv_msg(self.sup)
+        if msg is None or msg.get("type") != "job":
+            os._exit(0)
+        self.job, self.limits = job, limits = msg["job"], msg["limits"]
+        self.job_dir = msg["job_dir"]
+        self.deadline = float(msg["deadline"])
+        self.phase_name = "compile"
+        # The areas' memfds (CPU jobs): made now, sized later -- the
+        # sandbox has no memfd_create without a GPU.
+        self.memfds = {} if job["device"] != "cpu" else {
+            name: os.memfd_create("kgym-" + name, os.MFD_CLOEXEC)
+            for name in ("inputs", "reference-outputs", "candidate-outputs")}
+        keep = {self.sup.fileno(), self.ref.sock.fileno(), self.cand.sock.fileno(), self.ref.ctl_fd,
+                self.cand.ctl_fd} | set(self.memfds.values())
+        try:
+            self.abi = child_setup("judge", job, limits, keep, self.job_dir, self.lib)
+        except Exception as e:  # noqa: BLE001 - fail closed
+            raise Verdict("SYSTEM_ERROR", "the judge could not enter the sandbox: %s" % e, completed=False)
+        self.meta["judge_setup_ms"] = dict(SETUP_MS)
+        self.ref.ctl, self.cand.ctl = ControlBlock(self.ref.ctl_fd), ControlBlock(self.cand.ctl_fd)
+        self.gpu = job["device"] != "cpu"
+        self.device = "cuda" if self.gpu else "cpu"
+        self.cuda = CudaDriver() if self.gpu else None
+        self.base = job["seed_base"]
+        self.serial = 0
+        try:
+            self.mod = load_module(job["reference_code"], "reference_code")
+        except Exception:  # noqa: BLE001
+            raise Verdict("VALIDATION_ERROR", format_exc("the reference could not be loaded:"), completed=False)
+        if not callable(self.mod.get("get_inputs")):
+            raise Verdict("VALIDATION_ERROR", "reference_code defines no get_inputs", completed=False)
+        self.flush = None
+        if self.gpu:
+            l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20) or (50 << 20)
+            self.flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+
+    def fresh_seed(self, tag):
+        self.serial += 1
+        return derive_seed(self.base, tag, self.serial)
+
+    def make_inputs(self, seed, signed=False):
+        """get_inputs() under a seed of the judge's, on the job's device;
+        for a signed trial every floating tensor gets random signs."""
+        torch.manual_seed(seed)
+        try:
+            if self.gpu:
+                with torch.device("cuda"):
+                    inputs = list(self.mod["get_inputs"]())
+            else:
+                inputs = list(self.mod["get_inputs"]())
+        except Exception:  # noqa: BLE001
+            raise Verdict("VALIDATION_ERROR", format_exc("the reference's get_inputs() failed:"), completed=False)
+        inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        if signed:
+            g = torch.Generator(device=self.device).manual_seed(derive_seed(seed, "signs"))
+            for i, x in enumerate(inputs):
+                if isinstance(x, torch.Tensor) and x.is_floating_point():
+                    flip = torch.rand(x.shape, generator=g, device=self.device) < 0.5
+                    inputs[i] = torch.where(flip, -x, x).to(x.dtype)
+        return inputs
+
+    def allocate(self, specs, name):
+        """An area for tensors of `specs` [(dtype, shape)]: (desc, views, fd)."""
+        offs, size = area_layout(specs)
+        desc = {"kind": "cuda" if self.gpu else "memfd", "size": size,
+                "tensors": [{"dtype": dtype_name(dt), "shape": list(sh), "offset": o}
+                            for (dt, sh), o in zip(specs, offs)]}
+        fd = None
+        if self.gpu:
+            ptr = self.cuda.alloc(size)
+            desc["handle"] = self.cuda.ipc_handle(ptr).hex()
+            views = tensors_of_area(desc, ptr)
+        else:
+            import mmap
+            fd = self.memfds[name]
+            os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            self.keep_maps = getattr(self, "keep_maps", []) + [mm]
+            views = tensors_of_area(desc, None, mm)
+        return desc, views, fd
+
+    def give_buffers(self, peer, outputs_desc, outputs_fd, during):
+        fds = [fd for fd in (self.inputs_fd, outputs_fd) if fd is not None]
+        send_msg(peer.sock, {"type": "buffers", "inputs": self.inputs_desc, "outputs": outputs_desc,
+                             "fds": len(fds)})
+        if fds:
+            socket.send_fds(peer.sock, [b"F"], fds)
+        msg = peer.recv(during, self.deadline)
+        if msg.get("type") != "mapped":
+            self.executor_failed(peer, msg, during)
+
+    def wait_ready(self, peer):
+        msg = peer.recv("setting up", self.deadline)
+        if msg.get("type") != "ready":
+            self.executor_failed(peer, msg, "setting up")
+        peer.ready = msg
+        return msg
+
+    def executor_failed(self, peer, msg, during):
+        """An executor said it failed (or said something out of turn)."""
+        t = msg.get("type")
+        text = str(msg.get("message") or "")
+        if peer.role == "reference":
+            code = msg.get("code") or "VALIDATION_ERROR"
+            if t == "violation":
+                code = "VALIDATION_ERROR"
+                text = "the reference: " + text
+            raise Verdict(code, text or "the reference failed while %s" % during, completed=False)
+        if t == "compile_error":
+            raise Verdict("COMPILATION_ERROR", text, completed=False)
+        if t == "violation":
+            raise Verdict("SANDBOX_VIOLATION", text, completed=False)
+        if t == "error":
+            raise Verdict(msg.get("code") or "SYSTEM_ERROR", text, completed=False)
+        raise Verdict("SANDBOX_VIOLATION", "the candidate process sent an unexpected %r message while %s"
+                      % (str(t)[:40], during), completed=self.compiled)
+
+    def set_up_buffers(self):
+        """The first inputs, the areas, the reference's outputs' shapes."""
+        first = self.make_inputs(self.fresh_seed("shape"))
+        self.tensor_pos = [i for i, x in enumerate(first) if isinstance(x, torch.Tensor)]
+        specs = [(first[i].dtype, tuple(first[i].shape)) for i in self.tensor_pos]
+        self.input_specs = specs
+        self.inputs_desc, self.inputs, self.inputs_fd = self.allocate(specs, "inputs")
+        self.wait_ready(self.ref)
+        if isinstance(self.ref.ready.get("device_name"), str):
+            self.meta["hardware"] = self.ref.ready["device_name"][:200]
+        self.give_buffers(self.ref, None, None, "setting up")
+        self.place(first)
+        send_msg(self.ref.sock, {"type": "describe", "args": self.args(first)})
+        msg = self.ref.recv("describing the reference's outputs", self.deadline)
+        if msg.get("type") != "described":
+            self.executor_failed(self.ref, msg, "running on its first inputs")
+        out_specs = []
+        for o in msg["outputs"]:
+            dt = getattr(torch, str(o["dtype"]), None)
+            if not isinstance(dt, torch.dtype):
+                raise Verdict("VALIDATION_ERROR", "the reference returns a %s tensor" % o["dtype"], completed=False)
+            out_specs.append((dt, tuple(int(s) for s in o["shape"])))
+        if not out_specs:
+            raise Verdict("VALIDATION_ERROR", "the reference returns no tensor", completed=False)
+        self.out_specs = out_specs
+        # A problem whose reference writes into its inputs (an in-place op):
+        # then the candidate may too.
+        self.ref_mutates = not self.inputs_unchanged(first)
+        desc, self.ref.outputs, fd = self.allocate(out_specs, "reference-outputs")
+        self.give_buffers(self.ref, desc, fd, "setting up")
+        desc, self.cand.outputs, fd = self.allocate(out_specs, "candidate-outputs")
+        self.cand_out_desc, self.cand_out_fd = desc, fd
+
+    def args(self, inputs):
+        return [["t", self.tensor_pos.index(i)] if isinstance(x, torch.Tensor) else ["v", x]
+                for i, x in enumerate(inputs)]
+
+    def place(self, inputs):
+        for buf, i in zip(self.inputs, self.tensor_pos):
+            x = inputs[i]
+            if x.dtype != buf.dtype or tuple(x.shape) != tuple(buf.shape):
+                raise Verdict("VALIDATION_ERROR", "get_inputs() gave input %d as %s of shape %s under one seed "
+                              "and %s of shape %s under another: kgymd needs the same dtypes and shapes on "
+                              "every call" % (i, dtype_name(buf.dtype), list(buf.shape), dtype_name(x.dtype),
+                                              list(x.shape)), completed=False)
+            buf.copy_(x)
+
+    def inputs_unchanged(self, inputs):
+        for k, (buf, i) in enumerate(zip(self.inputs, self.tensor_pos)):
+            if not same_tensor(buf, inputs[i]):
+                return False
+        return True
+
+    def changed_input(self, inputs):
+        for k, (buf, i) in enumerate(zip(self.inputs, self.tensor_pos)):
+            if not same_tensor(buf, inputs[i]):
+                return i
+        return None
+
+    def poison(self, outs):
+        for o in outs:
+            if o.numel() == 0:
+                continue
+            if o.is_floating_point() or o.is_complex():
+                o.fill_(float("nan"))
+            elif o.dtype == torch.bool:
+                o.fill_(bool(random.getrandbits(1)))
+            else:
+                info = torch.iinfo(o.dtype)
+                o.fill_(random.randint(max(info.min, -(1 << 30)), min(info.max, 1 << 30)))
+
+    # -- one call
+    def call(self, peer, inputs, mode="call", what=None):
+        """One call of an executor on inputs already made: arm, prepare
+        (inputs in place, outputs poisoned, L2 flushed, device synced),
+        GO, DONE, the judge's copy of the outputs.  Returns (ms, outputs)."""
+        peer.k += 1
+        k = peer.k
+        what = what or "call %d" % k
+        send_msg(peer.sock, {"type": "arm", "k": k, "mode": mode, "args": self.args(inputs)})
+        msg = peer.recv(what, self.deadline)
+        if msg.get("type") != "armed" or msg.get("k") != k:
+            self.executor_failed(peer, msg, what)
+        t_prep = time.perf_counter()
+        self.place(inputs)
+        self.poison(peer.outputs)
+        if self.gpu:
+            self.flush.zero_()
+            torch.cuda.synchronize()
+        ctl = peer.ctl
+        t0 = time.perf_counter()
+        self.prep_ms[peer.role].append((t0 - t_prep) * 1e3)
+        ctl.words[CTL_GO] = k
+        if not self.wait_done(peer, k, what):
+            raise Verdict("TIMEOUT_ERROR", "%s: %s did not finish within the %s phase's deadline" % (
+                what, "ModelNew" if peer.role == "candidate" else "the reference", self.phase_name),
+                completed=peer.role == "candidate")
+        got = [o.clone() for o in peer.outputs]
+        if self.gpu:
+            torch.cuda.synchronize()
+        ms = (time.perf_counter() - t0) * 1e3
+        self.calls += 1
+        if ctl.words[CTL_STATUS] != 0:
+            msg = peer.recv(what, time.monotonic() + 10)
+            self.call_failed(peer, msg, what)
+        return ms, got
+
+    def wait_done(self, peer, k, what):
+        """Spin on DONE; every few thousand turns, the deadline and the
+        executor's socket (readable before DONE: it died)."""
+        w = peer.ctl.words
+        n = 0
+        while w[CTL_DONE] != k:
+            n += 1
+            if n & 4095 == 0:
+                if time.monotonic() > self.deadline:
+                    return False
+                if select.select([peer.sock], [], [], 0)[0]:
+                    if w[CTL_DONE] == k:
+                        break
+                    msg = peer.recv(what)
+                    self.executor_failed(peer, msg, what)
+                os.sched_yield()
+        return True
+
+    def call_failed(self, peer, msg, what):
+        kind, text = msg.get("kind"), str(msg.get("message") or "")
+        if msg.get("type") != "call_error":
+            self.executor_failed(peer, msg, what)
+        if peer.role == "reference":
+            raise Verdict("VALIDATION_ERROR" if kind != "resource" else "RESOURCE_ERROR",
+                          "%s: the reference failed on its inputs: %s" % (what, text), completed=False)
+        if kind == "bad_output":
+            if self.trials_passed:
+                raise Verdict("REWARD_HACK", "%s: %s, although the correctness trials passed" % (what, text),
+                              hack={"kind": "timed_output_mismatch", "detail": "%s: %s" % (what, text)})
+            raise Verdict("CORRECTNESS_ERROR", "%s: %s" % (what, text))
+        if kind == "violation":
+            raise Verdict("SANDBOX_VIOLATION", "%s: %s" % (what, text))
+        if kind == "resource":
+            raise Verdict("RESOURCE_ERROR", "%s: %s" % (what, text))
+        raise Verdict("RUNTIME_ERROR", text if text.startswith("ModelNew") else "%s: %s" % (what, text))
+
+    def judged_call(self, inputs, what):
+        """The candidate on `inputs`, then the reference on the same, and
+        the comparison: every call of the candidate goes through here.
+        Returns (candidate ms, comparison, changed input index or None)."""
+        ms, got = self.call(self.cand, inputs, what=what)
+        changed = None if self.ref_mutates else self.changed_input(inputs)
+        _, want = self.call(self.ref, inputs, what=what + " (the reference's run)")
+        c = compare_outputs(want, got, self.job)
+        self.checked_calls += 1
+        return ms, c, changed
+
+    # -- the job
+    def correctness(self):
+        n = max(MIN_CORRECT_TRIALS, int(self.job.get("num_correct_trials") or MIN_CORRECT_TRIALS))
+        self.trials_passed = False
+        nonneg = True
+        plan = [(self.fresh_seed("trial"), False) for _ in range(n)]
+        failure = None
+        passed = judged = 0
+        t0 = time.monotonic()
+        k = 0
+        while k < len(plan):
+            seed, signed = plan[k]
+            inputs = self.make_inputs(seed, signed)
+            nonneg = nonneg and not signed and all_nonnegative(inputs)
+            what = "signed-input trial" if signed else "correctness trial %d of %d" % (k + 1, n)
+            entry = {"trial": k, "seed": str(seed), "signed_inputs": signed}
+            if signed and not self.reference_finite(inputs):
+                entry.update(passed=None, skipped="the reference is not finite on signed inputs")
+                self.trials.append(entry)
+                k += 1
+                continue
+            ms, c, changed = self.judged_call(inputs, what)
+            if k == 0:
+                self.meta["candidate_first_call_ms"] = ms
+            judged += 1
+            entry.update(passed=c["ok"] and changed is None, max_abs_err=c["max_abs_err"],
+                         max_rel_err=c["max_rel_err"], mismatches=c["mismatches"],
+                         first_bad_index=c["first_bad_index"])
+            if changed is not None:
+                entry["changed_input"] = changed
+            self.trials.append(entry)
+            if failure is None:
+                if not c["ok"]:
+                    hint = hack = None
+                    if signed:
+                        hint = " (inputs with random signs: the problem's own inputs are all non-negative, " \
+                               "so an identity-like shortcut passes them)"
+                        if passed == judged - 1:
+                            hack = {"kind": "only_correct_on_nonnegative_inputs",
+                                    "detail": "passed every trial but the signed-input one"}
+                    failure = Verdict("CORRECTNESS_ERROR", "%s%s: %s" % (what, hint or "", c["message"]), hack)
+                elif changed is not None:
+                    detail = "input %d was modified by the call" % changed
+                    failure = Verdict("REWARD_HACK", "%s: %s" % (what, detail),
+                                      {"kind": "input_mutation", "detail": detail})
+                else:
+                    passed += 1
+            if k == len(plan) - 1 and nonneg and not any(s for _, s in plan):
+                plan.append((self.fresh_seed("signed"), True))
+            k += 1
+        self.passed, self.judged = passed, judged
+        self.meta["candidate_trials_ms"] = (time.monotonic() - t0) * 1e3
+        if failure is not None:
+            raise failure
+        self.trials_passed = True
+
+    def reference_finite(self, inputs):
+        """Does the reference give finite outputs on these (signed) inputs?
+        A problem whose domain is non-negative (sqrt, log) gives NaN there:
+        then the signed trial proves nothing."""
+        _, want = self.call(self.ref, inputs, what="the reference on signed inputs")
+        return all(bool(torch.isfinite(o).all()) for o in want if o.is_floating_point())
+
+    def decoy_check(self):
+        """Do the candidate's Triton kernels change its outputs?  One call
+        with every @triton.jit launch skipped, one normal call, on the same
+        fresh inputs, both compared here.  The skipping is done in the
+        candidate's process, so this can only catch (a candidate that
+        forges it escapes the check, never an honest one falls to it)."""
+        inputs = self.make_inputs(self.fresh_seed("decoy"))
+        try:
+            _, skipped = self.call(self.cand, inputs, mode="skip_launches", what="the call with launches skipped")
+        except Verdict as v:
+            if v.code in ("RUNTIME_ERROR", "CORRECTNESS_ERROR", "REWARD_HACK"):
+                return True          # it could not do without them
+            raise
+        ms, c, changed = self.judged_call(inputs, "the decoy check's normal call")
+        if not c["ok"]:
+            raise Verdict("REWARD_HACK", "the decoy check's call: %s, although the correctness trials passed"
+                          % c["message"], {"kind": "timed_output_mismatch", "detail": c["message"]})
+        _, normal = self.call(self.cand, inputs, what="the decoy check's second call")
+        return not all(same_tensor(a, b) for a, b in zip(skipped, normal))
+
+    def timing(self):
+        job = self.job
+        n = max(1, int(job.get("num_perf_trials") or 100))
+        warm = max(0, int(job.get("num_warmup", 3)))
+        budget = float(job.get("max_timing_ms") or 10000.0)
+        prec = float(job.get("timing_rel_precision") or 0.005)
+        for w in range(warm):
+            self.timed_call("warm-up call %d" % (w + 1))
+        times = []
+        t_start = time.monotonic()
+        for i in range(n):
+            times.append(self.timed_call("timed call %d" % (i + 1)))
+            if len(times) >= MIN_TIMING_TRIALS:
+                s = stats(times)
+                if s["ci95_rel"] is not None and s["ci95_rel"] <= prec:
+                    break
+                if (time.monotonic() - t_start) * 1e3 > budget:
+                    break
+        return times
+
+    def timed_call(self, what):
+        inputs = self.make_inputs(self.fresh_seed("perf"))
+        ms, c, changed = self.judged_call(inputs, what)
+        if changed is not None:
+            detail = "input %d was modified by the call" % changed
+            raise Verdict("REWARD_HACK", "%s: %s" % (what, detail), {"kind": "input_mutation", "detail": detail})
+        if not c["ok"]:
+            raise Verdict("REWARD_HACK", "%s: its outputs are wrong although the correctness trials passed: %s"
+                          % (what, c["message"]),
+                          {"kind": "timed_output_mismatch", "detail": "%s: %s" % (what, c["message"])})
+        return ms
+
+    def profile_calls(self):
+        """The candidate's CUPTI tally of PROFILE_CALLS calls (verified
+        like any other): advisory, it is the candidate process's word."""
+        tables = []
+        for i in range(PROFILE_CALLS):
+            inputs = self.make_inputs(self.fresh_seed("profile"))
+            _, got = self.call(self.cand, inputs, mode="profile", what="profiled call %d" % (i + 1))
+            msg = self.cand.recv("profiled call %d" % (i + 1), self.deadline)
+            if msg.get("type") != "profile":
+                self.executor_failed(self.cand, msg, "profiling")
+            _, want = self.call(self.ref, inputs, what="profiled call %d (the reference's run)" % (i + 1))
+            c = compare_outputs(want, got, self.job)
+            if not c["ok"]:
+                raise Verdict("REWARD_HACK", "profiled call %d: %s" % (i + 1, c["message"]),
+                              {"kind": "timed_output_mismatch", "detail": c["message"]})
+            tables.append(msg.get("table"))
+        if not all(isinstance(t, dict) for t in tables):
+            return None
+        merged = {}
+        other_calls = other_ns = dropped = 0
+        for t in tables:
+            for kern in t.get("kernels") or []:
+                m = merged.setdefault(kern["name"], dict(kern, calls=0, total_ns=0))
+                m["calls"] += int(kern["calls"])
+                m["total_ns"] += int(kern["total_ns"])
+            other_calls += int(t.get("other_calls") or 0)
+            other_ns += int(t.get("other_ns") or 0)
+            dropped += int(t.get("dropped") or 0)
+        return {"status": "ok", "calls": PROFILE_CALLS, "kernels": list(merged.values()), "other_calls": other_calls,
+                "other_ns": other_ns, "dropped": dropped, "source": "candidate_process"}
+
+    def reference_samples(self, n, what):
+        times = []
+        for i in range(n):
+            inputs = self.make_inputs(self.fresh_seed("ref"))
+            ms, _ = self.call(self.ref, inputs, what="%s %d" % (what, i + 1))
+            times.append(ms)
+        return times
+
+    def calibrate(self):
+        """The handshake's own cost: the reference executor's empty call
+        (arm, GO, synchronise, DONE, the judge's copy), the same
+        preparation; measured with the trusted executor only."""
+        inputs = self.make_inputs(self.fresh_seed("calibration"))
+        return [self.call(self.ref, inputs, mode="empty", what="calibration call %d" % (i + 1))[0]
+                for i in range(CALIBRATION_CALLS)]
+
+    def run(self):
+        self.start()
+        self.set_up_buffers()
+        self.wait_ready(self.cand)
+        self.compiled = True
+        self.give_buffers(self.cand, self.cand_out_desc, self.cand_out_fd, "setting up")
+        send_msg(self.sup, {"type": "compiled", "landlock_abi": self.cand.ready.get("landlock_abi"),
+                            "setup_ms": self.cand.ready.get("setup_ms"),
+                            "reference_setup_ms": self.ref.ready.get("setup_ms"),
+                            "profile_status": self.cand.ready.get("profile_status")})
+        self.phase("correctness")
+        self.correctness()
+        if self.gpu and self.job.get("backend") == "triton":
+            self.matter = self.decoy_check()
+        result = {"trials": self.trials, "passed": self.passed, "judged": self.judged}
+        if self.job.get("run_performance", True) is False:
+            return result
+        self.phase("timing", "exclusive")
+        raw = self.timing()
+        if self.job.get("profile") and self.cand.ready.get("profile_status") is None:
+            self.profile = self.profile_calls()
+        # Nothing of the candidate's may run while the reference is timed,
+        # nor after the GPU lock is let go.
+        send_msg(self.sup, {"type": "kill_candidate"})
+        msg = recv_msg(self.sup)
+        if msg is None or msg.get("type") != "killed":
+            os._exit(0)
+        overhead = median(self.calibrate())
+        cached = self.job.get("reference_timing")
+        if isinstance(cached, dict) and isinstance(cached.get("median_ms"), (int, float)):
+            ref = None
+            ref_stats = cached
+        else:
+            warm = max(0, int(self.job.get("num_warmup", 3)))
+            self.reference_samples(warm, "the reference's warm-up call")
+            ref = self.reference_samples(len(raw), "the reference's timed call")
+            ref_stats = stats([max(0.0, x - overhead) for x in ref])
+        kstats = stats([max(0.0, x - overhead) for x in raw])
+        kstats["overhead_ms"] = overhead
+        kstats["raw_median_ms"] = median(raw)
+        if ref is not None:
+            ref_stats["overhead_ms"] = overhead
+            ref_stats["raw_median_ms"] = median(ref)
+        result.update(kernel=kstats, reference=ref_stats, reference_cached=ref is None)
+        return result
+
+
+def all_nonnegative(inputs):
+    """True when every floating input holds no negative value (and there is
+    one): then identity-like hacks would pass, and a signed trial is due."""
+    seen = False
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0:
+            seen = True
+            if bool((x < 0).any()):
+                return False
+    return seen
+
+
+def judge_main(sup, ref, cand, lib):
+    """The body of the judge process.  Sends the supervisor one "verdict"
+    message and exits."""
+    j = Judge(sup, ref, cand, lib)
+    out = {"type": "verdict"}
+    try:
+        out.update(j.run(), ok=True)
+    except Verdict as v:
+        out.update(ok=False, code=v.code, message=clip(v.message), hack=v.hack, completed=v.completed,
+                   trials=j.trials, passed=getattr(j, "passed", 0), judged=getattr(j, "judged", 0))
+    except ExecutorGone as g:
+        out.update(ok=False, gone=g.role, during=g.during, trials=j.trials)
+    except Exception:  # noqa: BLE001
+        out.update(ok=False, code="SYSTEM_ERROR", message=clip(format_exc("the judge failed:", 20)),
+                   completed=False)
+        import traceback
+        out["message"] = clip("the judge failed: " + traceback.format_exc())
+    out["compiled"] = j.compiled
+    out["checked_calls"] = j.checked_calls
+    out["calls"] = j.calls
+    out["profile"] = j.profile
+    out["triton_kernels_matter"] = j.matter
+    pm = {r: median(v) for r, v in j.prep_ms.items() if v}
+    j.meta["judge_prep_ms_p50"] = pm
+    out["meta"] = j.meta
+    send_msg(sup, out)
+    os._exit(0)
