@@ -81,6 +81,8 @@ def run_kgymd(args, w):
     if args.device == "cuda":
         kw.update(gpus="0", kgymd_conf="workers_per_gpu = %d" % w)
     conf = {"correctness_timeout": "300", "timing_timeout": "300", "interpreter": args.python}
+    if args.harness:
+        conf["harness"] = os.path.abspath(args.harness)
     if args.threads is not None:
         conf["threads"] = str(args.threads)
     d = tp.PyDaemon(python_conf=conf, **kw)
@@ -194,6 +196,7 @@ def main():
     ap.add_argument("--variant", default=None, help="default: torch_correct (cpu), triton_correct (cuda)")
     ap.add_argument("--perf-trials", type=int, default=10)
     ap.add_argument("--python", default=tp.PY)
+    ap.add_argument("--harness", default=None, help="kgymd rows: this kgym_harness.py (default: the source tree's)")
     ap.add_argument("--force-refresh", action="store_true",
                     help="bypass kgymd's reference timing cache (the baseline has none)")
     ap.add_argument("--baseline-tasks", type=int, default=0,

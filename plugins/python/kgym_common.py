@@ -13,6 +13,7 @@ is in every executor's address space, the candidate's included.  The
 judge's code lives in kgym_judge.py, which no executor imports.
 """
 
+import base64
 import ctypes
 import faulthandler
 import io
@@ -448,7 +449,7 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
             path = os.path.join(d, ".triton", rel)
             os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
             with open(path, "wb") as f:
-                f.write(data)
+                f.write(base64.b64decode(data) if isinstance(data, str) else data)
         if profile["backend"] == "triton" and gpu and "TRITON_LIBCUDA_PATH" not in os.environ:
             where = libcuda_dir()
             if where:
@@ -551,12 +552,12 @@ def control_memfd():
 #
 # An area is one allocation holding tensors at aligned offsets; the judge
 # owns it and describes it to an executor as
-#   {"kind": "memfd"|"cuda", "size": bytes, "handle": hex (cuda),
-#    "tensors": [{"dtype", "shape", "offset"}]}
-# A CPU area is a memfd (its descriptor travels with the description); a
+#   {"kind": "memfd"|"cuda", "size": bytes, "tensors": [{"dtype", "shape", "offset"}]}
+# and its descriptor travels with the description (SCM_RIGHTS).  A CPU area
+# is a memfd; a
 # GPU area is memory the judge allocated with the driver itself -- never
 # from torch's caching allocator, whose blocks may hold other tensors of
-# the judge's -- exported with cuIpcGetMemHandle.  An executor maps exactly
+# the judge's -- exported as a file descriptor (CudaDriver).  An executor maps exactly
 # the areas it is given: the candidate's are the inputs and its own
 # outputs, never the reference's outputs.
 
@@ -574,14 +575,49 @@ def area_layout(specs):
     return offs, max(cur, AREA_ALIGN)
 
 
+class _Location(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class _AllocFlags(ctypes.Structure):
+    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+
+class _AllocProp(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", _Location),
+                ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", _AllocFlags)]
+
+
+class _AccessDesc(ctypes.Structure):
+    _fields_ = [("location", _Location), ("flags", ctypes.c_int)]
+
+
+_POSIX_FD = 1                  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+_PINNED = 1                    # CU_MEM_ALLOCATION_TYPE_PINNED
+_ON_DEVICE = 1                 # CU_MEM_LOCATION_TYPE_DEVICE
+_READ_WRITE = 3                # CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+
+
 class CudaDriver:
-    """The few driver calls torch does not expose: plain allocations and
-    IPC handles.  The calling thread's current context is torch's
-    (the primary context), which torch made current at CUDA start."""
+    """Device memory shared between processes by file descriptor (the
+    driver's virtual memory API): the judge creates an allocation of its
+    own -- never a block of torch's caching allocator, which may hold other
+    tensors of the judge's -- and exports it as a descriptor, which travels
+    like a memfd (SCM_RIGHTS); an executor imports it and maps it into its
+    own address space.  Legacy CUDA IPC handles are not used: they need
+    the processes to see each other's /proc, which the sandbox forbids."""
 
     def __init__(self):
         self.lib = ctypes.CDLL("libcuda.so.1")
-        self.opened = {}
+        dev = ctypes.c_int()
+        self.check(self.lib.cuCtxGetDevice(ctypes.byref(dev)), "cuCtxGetDevice")
+        self.prop = _AllocProp(type=_PINNED, requestedHandleTypes=_POSIX_FD, location=_Location(_ON_DEVICE, dev.value))
+        gran = ctypes.c_size_t()
+        self.check(self.lib.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(self.prop), 0),
+                   "cuMemGetAllocationGranularity")
+        self.granularity = gran.value
+        self.access = _AccessDesc(location=_Location(_ON_DEVICE, dev.value), flags=_READ_WRITE)
 
     def check(self, rc, what):
         if rc != 0:
@@ -589,32 +625,37 @@ class CudaDriver:
             self.lib.cuGetErrorName(rc, ctypes.byref(name))
             raise RuntimeError("%s: CUDA error %d (%s)" % (what, rc, (name.value or b"?").decode()))
 
-    def alloc(self, nbytes):
-        p = ctypes.c_uint64()
-        self.check(self.lib.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(nbytes)), "cuMemAlloc")
-        return p.value
+    def rounded(self, nbytes):
+        g = self.granularity
+        return max(g, (nbytes + g - 1) // g * g)
 
-    def free(self, ptr):
-        self.lib.cuMemFree_v2(ctypes.c_uint64(ptr))
+    def map(self, handle, size):
+        ptr = ctypes.c_uint64()
+        self.check(self.lib.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0),
+                                                ctypes.c_uint64(0), ctypes.c_ulonglong(0)), "cuMemAddressReserve")
+        self.check(self.lib.cuMemMap(ptr, ctypes.c_size_t(size), ctypes.c_size_t(0), ctypes.c_uint64(handle),
+                                     ctypes.c_ulonglong(0)), "cuMemMap")
+        self.check(self.lib.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(self.access),
+                                           ctypes.c_size_t(1)), "cuMemSetAccess")
+        return ptr.value
 
-    def ipc_handle(self, ptr):
-        h = (ctypes.c_char * 64)()
-        self.check(self.lib.cuIpcGetMemHandle(h, ctypes.c_uint64(ptr)), "cuIpcGetMemHandle")
-        return bytes(h)
+    def create(self, nbytes):
+        """A new allocation: (device pointer, exported descriptor, size)."""
+        size = self.rounded(nbytes)
+        h = ctypes.c_uint64()
+        self.check(self.lib.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(size), ctypes.byref(self.prop),
+                                        ctypes.c_ulonglong(0)), "cuMemCreate")
+        fd = ctypes.c_int(-1)
+        self.check(self.lib.cuMemExportToShareableHandle(ctypes.byref(fd), h, ctypes.c_int(_POSIX_FD),
+                                                         ctypes.c_ulonglong(0)), "cuMemExportToShareableHandle")
+        return self.map(h.value, size), fd.value, size
 
-    def ipc_open(self, handle):
-        if handle in self.opened:
-            return self.opened[handle]
-
-        class Handle(ctypes.Structure):
-            _fields_ = [("reserved", ctypes.c_char * 64)]
-        h = Handle()
-        h.reserved = handle
-        p = ctypes.c_uint64()
-        # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
-        self.check(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(p), h, ctypes.c_uint(1)), "cuIpcOpenMemHandle")
-        self.opened[handle] = p.value
-        return p.value
+    def open(self, fd, size):
+        """An executor's mapping of an allocation the judge exported."""
+        h = ctypes.c_uint64()
+        self.check(self.lib.cuMemImportFromShareableHandle(ctypes.byref(h), ctypes.c_void_p(fd),
+                                                           ctypes.c_int(_POSIX_FD)), "cuMemImportFromShareableHandle")
+        return self.map(h.value, self.rounded(size))
 
 
 class _CudaArray:
@@ -651,7 +692,6 @@ def tensors_of_area(desc, base, mm=None):
 def map_area(desc, fd=None, cuda=None):
     """An executor's view of an area it was given: (tensors, keepalive)."""
     if desc.get("kind") == "cuda":
-        ptr = cuda.ipc_open(bytes.fromhex(desc["handle"]))
-        return tensors_of_area(desc, ptr), None
+        return tensors_of_area(desc, cuda.open(fd, int(desc["size"]))), None
     mm = mmap.mmap(fd, int(desc["size"]), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     return tensors_of_area(desc, None, mm), mm

@@ -63,6 +63,7 @@ UTF-8 JSON.
 
 import argparse
 import ast
+import base64
 import ctypes
 import fcntl
 import hashlib
@@ -457,6 +458,10 @@ class Job:
             # their parent dies, and dies with the job (reap_descendants).
             ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         common = {k: job[k] for k in ("reference_code", "entry_point", "device", "backend", "init_seed")}
+        if profile is not None and profile.get("cache_seed"):
+            # Bytes do not travel as JSON: the Triton cache seed as base64.
+            profile = dict(profile, cache_seed={rel: base64.b64encode(data).decode()
+                                                for rel, data in profile["cache_seed"].items()})
         try:
             send_msg(self.to_cand, {"type": "job", "limits": lim, "job_dir": self.job_dir,
                                     "job": dict(common, kernel_code=req["kernel_code"], compiler_profile=profile,

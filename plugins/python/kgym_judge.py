@@ -313,8 +313,7 @@ class Judge:
                             for (dt, sh), o in zip(specs, offs)]}
         fd = None
         if self.gpu:
-            ptr = self.cuda.alloc(size)
-            desc["handle"] = self.cuda.ipc_handle(ptr).hex()
+            ptr, fd, _ = self.cuda.create(size)
             views = tensors_of_area(desc, ptr)
         else:
             import mmap
