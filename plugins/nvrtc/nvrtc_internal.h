@@ -35,7 +35,12 @@ struct compile_input {
 	const char *arch;		/* "sm_90": a cubin for exactly that architecture */
 	const char *include_dir;	/* CUDA headers; NULL: COMPILE_DEFAULT_INCLUDE_DIR */
 	const char *cache_dir;		/* cubin cache; NULL: no cache */
+	const char *scratch_dir;	/* the job's own directory: NVRTC may read and write
+					 * it (NULL: none) */
 	bool force;			/* skip a cache hit (force_refresh); still refill it */
+	bool unconfined;		/* NVRTC may open any file the worker can
+					 * ([plugin.nvrtc] compile_sandbox = no); else
+					 * only include_dir and scratch_dir (confine.c) */
 };
 
 struct compile_output {
@@ -48,7 +53,11 @@ struct compile_output {
 };
 
 /*
- * Compile `in` (or find it in in->cache_dir) into *ret_out.  0 when a
+ * Compile `in` (or find it in in->cache_dir) into *ret_out.  Unless
+ * in->unconfined, NVRTC runs in a thread that can open nothing but
+ * include_dir and scratch_dir (confine.c); a confinement that cannot be
+ * made fails the compile (-EOPNOTSUPP without Landlock).  The log is
+ * filtered (compile_log_filter) before it is returned.  0 when a
  * verdict was reached, whether ok or not: a source that does not compile is
  * ret_out->ok == false with NVRTC's log, not an error.  -EINVAL (a bad arch
  * or include dir: NVRTC refused the options), -ENOMEM, -EIO (NVRTC failed
@@ -60,6 +69,21 @@ int	compile_source(const struct compile_input *in, struct compile_output *ret_ou
 
 /* Free the members of *out and zero it; a zeroed struct is a no-op. */
 void	compile_output_clear(struct compile_output *out);
+
+/*
+ * NVRTC's log as a client may see it: only the diagnostics located in the
+ * program `name` itself (its own lines, quoted); a run of diagnostics
+ * located in any other file becomes one line saying how many were left
+ * out (and from which line of `name` they were reached), so no line of
+ * another file is quoted; "at line N of FILE" in a kept diagnostic names
+ * no other file; lines of no known form are dropped.  Invalid UTF-8 bytes
+ * become '?', and past COMPILE_MAX_LOG the tail is cut with a marker.
+ * malloc'd, or NULL when out of memory.
+ */
+char	*compile_log_filter(const char *log, size_t len, const char *name);
+
+/* Compile jobs' default confinement ([plugin.nvrtc] compile_sandbox). */
+void	compile_set_unconfined(bool unconfined);
 
 /*
  * Compile a trivial kernel for `arch` (no cache), so that NVRTC has loaded
@@ -89,6 +113,29 @@ char	*compile_b64_encode(const void *data, size_t len);
 int	compile_b64_decode(const char *b64, unsigned char **ret_data, size_t *ret_len);
 
 /* ==== end of compile.c ==== */
+
+/* ==== confine.c: the compile thread's own Landlock domain ====
+ *
+ * Ownership: the policy's strings are borrowed; *ret_cause is malloc'd.
+ */
+struct confine_policy {
+	const char *const *read_dirs;	/* NULL-terminated; may be NULL */
+	const char *const *rw_dirs;	/* NULL-terminated; may be NULL */
+};
+
+/* The running kernel's Landlock ABI (>= 1), or -EOPNOTSUPP. */
+int	confine_abi(void);
+
+/*
+ * Run fn(arg) in a new thread that can open nothing but what `p` lists
+ * (reading the read_dirs, reading and writing the rw_dirs), and wait for
+ * it; *ret_fn gets what fn returned.  0, or -errno with *ret_cause when
+ * the thread could not be made or confined -- then fn did not run.
+ */
+int	confine_run(const struct confine_policy *p, int (*fn)(void *), void *arg, int *ret_fn,
+	    char **ret_cause);
+
+/* ==== end of confine.c ==== */
 
 /* ==== nvrtc.c: the plugin struct; what the other files need of the host ====
  *
