@@ -495,7 +495,9 @@ struct evaluate {
 	bool set_ready;			/* the buffers exist and are bound for size_set */
 	struct spec_eval *sev;
 	struct evaluate_prog ref, sol;
-	bool has_ref;			/* the reference runs (not test cases) */
+	bool has_ref;			/* the reference runs: random trials, checked
+					 * timed calls (kernel_simple may have test
+					 * cases beside it, or instead of it) */
 	struct device_buf *in, *out, *expect;	/* the current size set's tensors */
 	unsigned char **ref_host;	/* per output: the expected values */
 	struct device_buf slots;	/* helpers_cmp per output, then a hash per input */
@@ -505,6 +507,10 @@ struct evaluate {
 	uint64_t call_seed;		/* the latest call's inputs (and hash salts) */
 	uint64_t poison_seed;		/* the latest call's poison */
 	unsigned char **case_in;	/* test cases: this call's inputs, else NULL */
+	unsigned char **case_out;	/* ... and its expected outputs (else ref_host) */
+	bool hidden_trial;		/* a random trial of a task with test cases */
+	size_t ncases;			/* visible test cases (kernel_simple) */
+	unsigned int random_trials;	/* random trials against the reference */
 	/* The verdict, once reached: nothing more runs. */
 	const char *code;		/* error_code */
 	char *message;

@@ -810,6 +810,74 @@ test_eval_simple_size_sets(void **state)
 	json_decref(res);
 }
 
+/* kernel_simple with a reference and a visible test case of vadd (N = 3). */
+static json_t *
+simple_ref_request(const char *kernel)
+{
+	json_t *req = request(kernel, 3);
+
+	json_object_set_new(req, "mode", json_string("kernel_simple"));
+	set_json(req, "test_cases", "[{\"inputs\": {\"x\": [1, 2, 3], \"y\": [10, 20, 30]}, "
+	    "\"outputs\": {\"out\": [11, 22, 33]}}]");
+	json_object_set_new(json_object_get(req, "settings"), "run_performance", json_false());
+	return req;
+}
+
+static void
+test_eval_simple_hidden_trials(void **state)
+{
+	json_t *res, *trials, *meta;
+	size_t i;
+
+	/* An honest candidate: the visible case, then 5 hidden random trials. */
+	res = run(simple_ref_request("vadd"));
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	meta = json_object_get(res, "metadata");
+	assert_int_equal(json_integer_value(json_object_get(meta, "test_cases")), 1);
+	assert_int_equal(json_integer_value(json_object_get(meta, "hidden_trials")), 5);
+	assert_string_equal(str(meta, "correctness_trials"), "(6 / 6)");
+	trials = json_object_get(res, "correctness_trials");
+	assert_int_equal(json_array_size(trials), 6);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(trials, 0),
+	    "test_case")), 0);
+	for (i = 1; i < 6; i++)
+		assert_true(json_is_true(json_object_get(json_array_get(trials, i), "hidden")));
+	json_decref(res);
+
+	/* A lookup table of the visible case's outputs: passes it, fails hidden. */
+	res = run(simple_ref_request("vadd_table"));
+	expect_verdict(res, "completed", "CORRECTNESS_ERROR", "hidden trial 1 of 5");
+	trials = json_object_get(res, "correctness_trials");
+	assert_true(json_is_true(json_object_get(json_array_get(trials, 0), "passed")));
+	json_decref(res);
+
+	/* num_correct_trials raises them; below 5 is not offered. */
+	res = simple_ref_request("vadd");
+	json_object_set_new(json_object_get(res, "settings"), "num_correct_trials",
+	    json_integer(7));
+	res = run(res);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "metadata"),
+	    "hidden_trials")), 7);
+	json_decref(res);
+	res = simple_ref_request("vadd");
+	json_object_set_new(json_object_get(res, "settings"), "num_correct_trials",
+	    json_integer(1));
+	res = run(res);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "metadata"),
+	    "hidden_trials")), 5);
+	json_decref(res);
+
+	/* Test cases alone: the result says that nothing hidden was run. */
+	res = run(simple_request("[{\"inputs\": {\"x\": [-1, 0, 5]}, \"outputs\": {\"out\": "
+	    "[0, 0, 1]}}]"));
+	assert_true(json_is_true(json_object_get(res, "correctness")));
+	meta = json_object_get(res, "metadata");
+	assert_int_equal(json_integer_value(json_object_get(meta, "hidden_trials")), 0);
+	assert_int_equal(json_integer_value(json_object_get(meta, "test_cases")), 1);
+	json_decref(res);
+}
+
 static void
 test_eval_simple_needs_reference(void **state)
 {
@@ -859,6 +927,7 @@ main(void)
 		cmocka_unit_test(test_eval_simple_timing),
 		cmocka_unit_test(test_eval_simple_size_sets),
 		cmocka_unit_test(test_eval_simple_needs_reference),
+		cmocka_unit_test(test_eval_simple_hidden_trials),
 	};
 	int failed;
 
