@@ -432,8 +432,8 @@ evaluate_settings(struct evaluate *ev, char **ret_cause)
 	    (error = evaluate_get_real(s, "max_timing_ms", 10000.0, 1.0, 3600e3,
 	    &set->max_timing_ms, ret_cause)) < 0 ||
 	    (error = evaluate_get_uint(s, "warmup", 3, 0, 1000, &set->warmup, ret_cause)) < 0 ||
-	    (error = evaluate_get_real(s, "check_fraction", 0.2, 0.1, 1.0,
-	    &set->check_fraction, ret_cause)) < 0)
+	    (error = evaluate_get_uint(s, "reset_every", 16, 1, 100000, &set->reset_every,
+	    ret_cause)) < 0)
 		return error;
 	if (set->max_timing_trials < set->min_timing_trials)
 		set->max_timing_trials = set->min_timing_trials;

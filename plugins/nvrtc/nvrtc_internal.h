@@ -199,6 +199,7 @@ enum value_tag {
 	VALUE_TAG_TIMING,
 	VALUE_TAG_SAMPLE,
 	VALUE_TAG_FLUSH,
+	VALUE_TAG_RESET,
 };
 
 /* ==== end of values.c ==== */
@@ -443,8 +444,10 @@ struct evaluate_prog {
 	const char *path;		/* "problem.reference", "solution" (messages) */
 	const struct spec_program *prog;
 	const struct spec_plan *plan;	/* the current size set's (evaluate_plan()) */
+	const unsigned char *cubin;	/* borrowed for the job: bind_reload() */
 	CUmodule mod;
 	CUfunction *fn;			/* per step */
+	unsigned int reloads;		/* bind_reload()s in this job */
 	size_t **param_sizes;		/* per step, per argument: the kernel's parameter */
 	union evaluate_val **vals;	/* per step, per argument */
 	void ***params;			/* per step: pointers into vals, for cuLaunchKernel */
@@ -460,7 +463,9 @@ struct evaluate_settings {
 	unsigned int min_timing_trials, max_timing_trials;
 	double max_timing_ms;
 	unsigned int warmup;
-	double check_fraction;		/* timed candidate calls checked, >= 0.1 */
+	unsigned int reset_every;	/* the candidate's module is reloaded before
+					 * one timed pair in this many, at secret
+					 * random points (and before timing) */
 };
 
 /* The outcome of comparing the outputs (and inputs) after a call. */
@@ -519,7 +524,7 @@ struct evaluate {
 	json_t *hack;			/* metadata.hack */
 	json_t *trials;			/* correctness_trials */
 	unsigned int trials_passed;
-	unsigned int timed_checks;	/* timed candidate calls checked */
+	unsigned int timed_checks;	/* timing-phase candidate calls checked (all) */
 	struct detect *det;		/* [detect] detect.c's state for this job, or NULL */
 };
 
@@ -540,6 +545,14 @@ int	bind_program(struct evaluate *ev, struct evaluate_prog *p, const unsigned ch
  * p->plan, tensor arguments at the buffers (after they are allocated).
  */
 void	bind_tensors(struct evaluate *ev, struct evaluate_prog *p);
+/*
+ * Load p's cubin again and point its steps at the new module's kernels
+ * (with the same dynamic shared memory opt-in), then unload the old one:
+ * every __device__ variable of p is back to its initial value, so nothing
+ * a call left there reaches a later call.  0, or -errno with *ret_cause
+ * (a CUDA failure; the old module is kept).
+ */
+int	bind_reload(struct evaluate *ev, struct evaluate_prog *p, char **ret_cause);
 void	bind_release(struct evaluate_prog *p);
 
 /* ==== end of bind.c ==== */
@@ -762,6 +775,9 @@ unsigned int profile_extra_calls(void);
 void	profile_job_reset(void);
 /* Timing begins: register the job's functions by module; collect. */
 void	profile_job_begin(const struct evaluate *ev);
+/* A program's module was loaded again (bind_reload): its new functions
+ * are the same program's. */
+void	profile_add_program(const struct evaluate_prog *p, enum profile_owner owner);
 /* Timing is over: everything flushed and settled, collection stopped. */
 void	profile_job_end(void);
 /* Around each call of timing.c (the purpose holds until changed). */

@@ -415,11 +415,104 @@ test_eval_cheats_when_timed(void **state)
 {
 	json_t *req = request("vadd_lazy", 100), *res;
 
-	json_object_set_new(json_object_get(req, "settings"), "check_fraction", json_real(1.0));
 	res = run(req);
-	expect_verdict(res, "completed", "REWARD_HACK", "one of the calls being timed");
+	expect_verdict(res, "completed", "REWARD_HACK", "every call of the timing phase is "
+	    "checked");
 	assert_string_equal(str(json_object_get(json_object_get(res, "metadata"), "hack"), "kind"),
 	    "timed_output_mismatch");
+	json_decref(res);
+}
+
+/*
+ * Every call of the timing phase looks the same to the device: the same
+ * kernels, copies and events between one candidate launch and the next,
+ * and every one of them checked.
+ */
+static void
+test_eval_timed_calls_alike(void **state)
+{
+	json_t *req = request("vadd", 1000), *res, *kern;
+	size_t i;
+
+	set_json(req, "settings", "{\"min_timing_trials\": 20, \"max_timing_trials\": 40, "
+	    "\"timing_rel_precision\": 1e-6, \"warmup\": 3}");
+	fake_seq_begin();
+	res = run(req);
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	kern = json_object_get(json_object_get(res, "timing"), "kernel");
+	assert_int_equal(json_integer_value(json_object_get(kern, "trials")), 40);
+	/* 3 warm-ups and 40 timed calls, each checked. */
+	assert_int_equal(json_integer_value(json_object_get(kern, "checked_calls")), 43);
+	assert_int_equal(fake_nseq, 43);
+	/* The first follows the correctness trials; from the second on, alike. */
+	for (i = 2; i < fake_nseq; i++)
+		if (fake_seq[i] != fake_seq[1])
+			fail_msg("candidate call %zu of the timing phase is preceded by other work "
+			    "than call 2", i + 1);
+	json_decref(res);
+}
+
+/*
+ * A candidate that computes only when it sees the signs of a checked call
+ * (an input hash before it) computes in every timed call: all of them
+ * have those signs, and all are checked.
+ */
+static void
+test_eval_sneaky_always_checked(void **state)
+{
+	json_t *res;
+	long lazy = fake_stats.lazy_calls;
+
+	res = run(request("vadd_sneaky", 500));
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	assert_int_equal(fake_stats.lazy_calls, lazy);
+	json_decref(res);
+}
+
+/*
+ * __device__ state: the candidate's module is loaded again after the
+ * correctness trials and at random points of timing.  vadd_state keeps a
+ * call count there and goes wrong at its 8th call since a load.
+ */
+static void
+test_eval_state_reset(void **state)
+{
+	json_t *req, *res, *kern;
+	long loads;
+
+	/* Reset before every pair: never more than 3 calls (the warm-ups). */
+	req = request("vadd_state", 300);
+	set_json(req, "settings", "{\"reset_every\": 1, \"max_timing_trials\": 30, "
+	    "\"warmup\": 3}");
+	loads = fake_stats.module_loads;
+	res = run(req);
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	kern = json_object_get(json_object_get(res, "timing"), "kernel");
+	/* One before the warm-ups, one before each timed pair. */
+	assert_int_equal(json_integer_value(json_object_get(kern, "state_resets")),
+	    1 + json_integer_value(json_object_get(kern, "trials")));
+	/* helpers stay; reference and solution once, then the reloads */
+	assert_int_equal(fake_stats.module_loads - loads,
+	    2 + json_integer_value(json_object_get(kern, "state_resets")));
+	json_decref(res);
+
+	/* Resets at random points only: the count runs past 7 in between, and
+	 * the checked call that follows catches it. */
+	req = request("vadd_state", 300);
+	set_json(req, "settings", "{\"reset_every\": 1000, \"max_timing_trials\": 40, "
+	    "\"min_timing_trials\": 20, \"timing_rel_precision\": 1e-6, \"warmup\": 3}");
+	res = run(req);
+	expect_verdict(res, "completed", "REWARD_HACK", "every call of the timing phase is "
+	    "checked");
+	json_decref(res);
+
+	/* Default settings: at least one reset among the first pairs too. */
+	res = run(request("vadd", 300));
+	kern = json_object_get(json_object_get(res, "timing"), "kernel");
+	assert_true(json_integer_value(json_object_get(kern, "state_resets")) >= 2);
 	json_decref(res);
 }
 
@@ -912,6 +1005,9 @@ main(void)
 		cmocka_unit_test(test_eval_crash),
 		cmocka_unit_test(test_eval_overrun),
 		cmocka_unit_test(test_eval_cheats_when_timed),
+		cmocka_unit_test(test_eval_timed_calls_alike),
+		cmocka_unit_test(test_eval_sneaky_always_checked),
+		cmocka_unit_test(test_eval_state_reset),
 		cmocka_unit_test(test_eval_size_sets),
 		cmocka_unit_test(test_eval_hardcoded_size),
 		cmocka_unit_test(test_eval_size_set_guards),
