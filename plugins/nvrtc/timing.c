@@ -138,12 +138,13 @@ fail:
  * Without a reference (kernel_simple with test cases alone) steps 1 and 3
  * are skipped for every call alike: there is nothing to check against.
  * Times go into `ref` and `sol` when not NULL (and the reference's only
- * when `time_ref`).  A failure, or a wrong call, is a verdict on ev.
+ * when `time_ref`); `timed_call` numbers a timed pair from 1 (0: another
+ * call), for metadata.hack.  A failure, or a wrong call, is a verdict on ev.
  */
 static void
 timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, bool time_ref,
     const struct device_buf *flush, struct timing_series *ref, struct timing_series *sol,
-    unsigned int *ret_mhz)
+    unsigned int *ret_mhz, uint64_t timed_call)
 {
 	struct evaluate_check c;
 	char msg[1024], *cause = NULL;
@@ -187,6 +188,8 @@ timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, 
 	    "timed_output_mismatch", "detail", "a call of the timing phase gave wrong outputs "
 	    "although the correctness trials passed (or a race makes them unstable)", "call",
 	    when);
+	if (timed_call > 0)
+		json_object_set_new(ev->hack, "timed_call", json_integer((json_int_t)timed_call));
 }
 
 /*
@@ -233,12 +236,12 @@ timing_profile_calls(struct evaluate *ev, bool time_ref, const struct device_buf
 		snprintf(when, sizeof when, "profiled call %u", i + 1);
 		profile_set_purpose(during ? PROFILE_PURPOSE_OVERHEAD : PROFILE_PURPOSE_PROFILE);
 		profile_collect(true);
-		timing_round(ev, seed, i, when, time_ref && !during, flush, NULL, NULL, NULL);
+		timing_round(ev, seed, i, when, time_ref && !during, flush, NULL, NULL, NULL, 0);
 		if (ev->code != NULL)
 			break;
 		profile_set_purpose(PROFILE_PURPOSE_OVERHEAD);
 		profile_collect(false);
-		timing_round(ev, seed, i, when, false, flush, NULL, NULL, NULL);
+		timing_round(ev, seed, i, when, false, flush, NULL, NULL, NULL, 0);
 	}
 }
 
@@ -322,7 +325,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 	for (w = 0; w < set->warmup && ev->code == NULL; w++) {
 		seed = value_seed(ev->seed, VALUE_TAG_TIMING, TIMING_WARMUP_BASE + w);
 		snprintf(when, sizeof when, "warm-up call %u", w + 1);
-		timing_round(ev, seed, w, when, time_ref, &flush, NULL, NULL, NULL);
+		timing_round(ev, seed, w, when, time_ref, &flush, NULL, NULL, NULL, 0);
 	}
 
 	/* At least one reset among the first pairs, then one in reset_every. */
@@ -336,7 +339,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 		if (ev->code != NULL)
 			break;
 		timing_round(ev, value_seed(ev->seed, VALUE_TAG_TIMING, k), k, when, time_ref,
-		    &flush, &ref, &sol, &mhz);
+		    &flush, &ref, &sol, &mhz, k + 1);
 		if (ev->code != NULL)
 			break;
 		if (mhz != 0)
