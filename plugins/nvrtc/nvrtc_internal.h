@@ -702,6 +702,9 @@ struct profdata *profdata_new(uint32_t context, uint32_t stream);
 void	profdata_free(struct profdata *pd);
 /* fn (a CUfunction) belongs to owner's module.  0 or -ENOMEM. */
 int	profdata_add_function(struct profdata *pd, const void *fn, enum profile_owner owner);
+/* fn is same_as from a later load of its module: the same kernel, counted
+ * and named as same_as (nothing when same_as is unknown).  0 or -ENOMEM. */
+int	profdata_add_alias(struct profdata *pd, const void *fn, const void *same_as);
 /*
  * A call of `program` begins (CUPTI collecting or not); calls that ended
  * before and have all their records are settled first.  0 or -ENOMEM.
@@ -776,8 +779,8 @@ void	profile_job_reset(void);
 /* Timing begins: register the job's functions by module; collect. */
 void	profile_job_begin(const struct evaluate *ev);
 /* A program's module was loaded again (bind_reload): its new functions
- * are the same program's. */
-void	profile_add_program(const struct evaluate_prog *p, enum profile_owner owner);
+ * (p->fn) stand for the old ones, step by step. */
+void	profile_reloaded(const struct evaluate_prog *p, const CUfunction *old_fn);
 /* Timing is over: everything flushed and settled, collection stopped. */
 void	profile_job_end(void);
 /* Around each call of timing.c (the purpose holds until changed). */

@@ -706,7 +706,7 @@ profile_job_begin(const struct evaluate *ev)
 }
 
 void
-profile_add_program(const struct evaluate_prog *p, enum profile_owner owner)
+profile_reloaded(const struct evaluate_prog *p, const CUfunction *old_fn)
 {
 	size_t i;
 	int error = 0;
@@ -715,7 +715,7 @@ profile_add_program(const struct evaluate_prog *p, enum profile_owner owner)
 		return;
 	pthread_mutex_lock(&profile_lock);
 	for (i = 0; profile_pd != NULL && p->fn != NULL && i < p->plan->nsteps && error == 0; i++)
-		error = profdata_add_function(profile_pd, p->fn[i], owner);
+		error = profdata_add_alias(profile_pd, p->fn[i], old_fn[i]);
 	pthread_mutex_unlock(&profile_lock);
 	if (error < 0)
 		profile_break(strdup("out of memory"), false);

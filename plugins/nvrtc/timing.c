@@ -201,13 +201,20 @@ timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, 
 static void
 timing_reset_state(struct evaluate *ev, const char *when)
 {
+	size_t n = ev->sol.plan->nsteps;
+	CUfunction *old;
 	char *cause = NULL;
 
-	if (device_sync(NULL, &cause) < 0 || bind_reload(ev, &ev->sol, &cause) < 0) {
-		evaluate_cuda_failure(ev, when, cause);
+	if ((old = calloc(n, sizeof *old)) == NULL) {
+		evaluate_verdict(ev, true, "SYSTEM_ERROR", "out of memory");
 		return;
 	}
-	profile_add_program(&ev->sol, PROFILE_SOLUTION);	/* profile.c */
+	memcpy(old, ev->sol.fn, n * sizeof *old);
+	if (device_sync(NULL, &cause) < 0 || bind_reload(ev, &ev->sol, &cause) < 0)
+		evaluate_cuda_failure(ev, when, cause);
+	else
+		profile_reloaded(&ev->sol, old);	/* profile.c: the same kernels */
+	free(old);
 }
 
 /* ---- profile.c (issue 5): the calls after timing, for CUPTI ---- */
