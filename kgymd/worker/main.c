@@ -230,9 +230,15 @@ worker_run_job(json_t *job)
 	char *cause = NULL;
 	int error;
 
-	/* The shared cache is the worker's to name: a job cannot point it elsewhere. */
+	/*
+	 * The shared cache and the job's scratch directory (this worker's
+	 * private one, emptied after every job) are the worker's to name: a
+	 * job cannot point them elsewhere.  A backend may confine what it runs
+	 * to the scratch directory (the nvrtc compile step does).
+	 */
 	job_request = json_is_object(request) ? json_copy(request) : json_object();
 	json_object_set_new(job_request, "cache_dir", json_string(cache_dir));
+	json_object_set_new(job_request, "scratch_dir", json_string(work_dir));
 	if (b == NULL) {
 		reply = json_pack("{s:I, s:s, s:s+}", "job", id, "error_code", "SYSTEM_ERROR",
 		    "error_message", "no backend in this worker serves ", name ?: "(none)");

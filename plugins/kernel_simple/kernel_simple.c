@@ -1,10 +1,13 @@
 /*
  * kernel_simple.c -- the workflow plugin `kernel_simple` (runs in the daemon).
  *
- * Is the candidate kernel right?  It is judged either against test cases
- * the task carries -- inputs and the outputs they must give -- or, when
- * there are none, against the problem's reference kernel on fresh secret
- * inputs.  No speedup: the result's speedup is always null (the candidate
+ * Is the candidate kernel right?  It is judged against test cases the task
+ * carries -- inputs and the outputs they must give -- and against the
+ * problem's reference kernel on fresh secret inputs, whichever the task
+ * has; with both, the reference's random trials (at least 5) run after the
+ * visible cases as hidden trials, so a lookup table of the visible cases'
+ * outputs fails.  With test cases alone such a table passes: the result
+ * says so (metadata.hidden_trials: 0).  No speedup: the result's speedup is always null (the candidate
  * alone may still be timed with run_performance).  Payload: the native
  * problem and solution of DESIGN §5 (backend "nvrtc"; problem.reference
  * optional) plus

@@ -300,6 +300,7 @@ bind_program(struct evaluate *ev, struct evaluate_prog *p, const unsigned char *
 	CUresult rc;
 	int error;
 
+	p->cubin = cubin;
 	if ((rc = nvcu.cuModuleLoadData(&p->mod, cubin)) != CUDA_SUCCESS) {
 		p->mod = NULL;
 		device_error_text(rc, err, sizeof err);
@@ -345,6 +346,49 @@ bind_tensors(struct evaluate *ev, struct evaluate_prog *p)
 			    p->scratch[arg->index].ptr;
 		}
 	}
+}
+
+int
+bind_reload(struct evaluate *ev, struct evaluate_prog *p, char **ret_cause)
+{
+	size_t n = p->plan->nsteps, s, k;
+	const struct spec_launch *l;
+	CUfunction *fn;
+	uint32_t shared;
+	CUmodule mod;
+	CUresult rc;
+	int max_dynamic;
+
+	if ((fn = calloc(n, sizeof *fn)) == NULL)
+		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
+	if ((rc = nvcu.cuModuleLoadData(&mod, p->cubin)) != CUDA_SUCCESS) {
+		free(fn);
+		return device_fail(rc, ret_cause, "reloading the %s's module", p->what);
+	}
+	for (s = 0; s < n; s++) {
+		l = &p->plan->steps[s];
+		if ((rc = nvcu.cuModuleGetFunction(&fn[s], mod, l->kernel)) != CUDA_SUCCESS ||
+		    (rc = nvcu.cuFuncGetAttribute(&max_dynamic,
+		    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn[s])) != CUDA_SUCCESS)
+			goto fail;
+		/* bind_limits() opted in for the largest size set's need. */
+		for (shared = 0, k = 0; k < ev->nsets; k++)
+			if (evaluate_plan(ev, p, k)->steps[s].shared_bytes > shared)
+				shared = evaluate_plan(ev, p, k)->steps[s].shared_bytes;
+		if (shared > (uint32_t)max_dynamic && (rc = nvcu.cuFuncSetAttribute(fn[s],
+		    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared)) != CUDA_SUCCESS)
+			goto fail;
+	}
+	nvcu.cuModuleUnload(p->mod);
+	p->mod = mod;
+	free(p->fn);
+	p->fn = fn;
+	p->reloads++;
+	return 0;
+fail:
+	nvcu.cuModuleUnload(mod);
+	free(fn);
+	return device_fail(rc, ret_cause, "reloading the %s's module", p->what);
 }
 
 void

@@ -20,6 +20,14 @@
  * last writer of an identical entry wins harmlessly.  The directory is
  * trusted as much as the compile workers that share it.
  *
+ * Confinement: NVRTC opens whatever an #include names, so each compile
+ * runs in a thread of its own that can open only the include directory and
+ * the job's scratch directory (confine.c), and its log is filtered before
+ * anyone sees it (compile_log_filter): only diagnostics located in the
+ * program's own source are kept, so no line of another file is quoted.
+ * The first compile of a process (compile_warm_up, from prepare()) is ours
+ * and unconfined: NVRTC loads its builtins library then.
+ *
  * Sandbox: NVRTC runs inside the CPU worker's seccomp filter.  Beyond
  * memory management it reads files -- the CUDA headers under include_dir
  * (openat, read, pread64, fstat/newfstatat, lseek, close, readlink) -- and,
@@ -157,6 +165,211 @@ bad:
 	if (len > keep)
 		snprintf(out + o, sizeof(note) + 24, note, len);
 	return out;
+}
+
+/* --- what of the log a client may see --- */
+
+struct log_out {
+	char *buf;
+	size_t len, cap;
+	bool oom;
+};
+
+static void
+log_put(struct log_out *o, const char *p, size_t n)
+{
+	char *nb;
+	size_t cap;
+
+	if (o->oom)
+		return;
+	if (o->len + n + 1 > o->cap) {
+		cap = o->cap * 2 > o->len + n + 1 ? o->cap * 2 : o->len + n + 256;
+		if ((nb = realloc(o->buf, cap)) == NULL) {
+			o->oom = true;
+			return;
+		}
+		o->buf = nb;
+		o->cap = cap;
+	}
+	memcpy(o->buf + o->len, p, n);
+	o->len += n;
+	o->buf[o->len] = '\0';
+}
+
+/*
+ * A diagnostic's first line, "FILE(LINE): ...": FILE's length, or 0 when
+ * the line is not one.  FILE starts the line (no blank) and is followed by
+ * the first "(digits): ".
+ */
+static size_t
+log_location(const char *line, size_t len)
+{
+	size_t i, j;
+
+	if (len == 0 || line[0] == ' ' || line[0] == '\t')
+		return 0;
+	for (i = 1; i < len; i++) {
+		if (line[i] != '(')
+			continue;
+		for (j = i + 1; j < len && line[j] >= '0' && line[j] <= '9'; j++)
+			;
+		if (j > i + 1 && j + 2 < len && line[j] == ')' && line[j + 1] == ':' &&
+		    line[j + 2] == ' ')
+			return i;
+	}
+	return 0;
+}
+
+/*
+ * "... at line N of FILE" (a "detected during" line): the offset of
+ * " of FILE" and FILE's, or false.
+ */
+static bool
+log_at_line(const char *line, size_t len, size_t *ret_of, size_t *ret_file, unsigned long *ret_n)
+{
+	static const char at[] = " at line ";
+	const char *p = NULL, *q;
+	size_t i;
+
+	for (i = 0; i + sizeof(at) - 1 <= len; i++)
+		if (memcmp(line + i, at, sizeof(at) - 1) == 0)
+			p = line + i;		/* the last one */
+	if (p == NULL)
+		return false;
+	q = p + sizeof(at) - 1;
+	if (q >= line + len || *q < '0' || *q > '9')
+		return false;
+	*ret_n = strtoul(q, NULL, 10);
+	while (q < line + len && *q >= '0' && *q <= '9')
+		q++;
+	if ((size_t)(line + len - q) < 5 || memcmp(q, " of ", 4) != 0)
+		return false;
+	*ret_of = (size_t)(q - line);
+	*ret_file = *ret_of + 4;
+	return true;
+}
+
+static bool
+log_is(const char *line, size_t len, const char *s)
+{
+	return len == strlen(s) && memcmp(line, s, len) == 0;
+}
+
+static bool
+log_prefix(const char *line, size_t len, const char *s)
+{
+	return len >= strlen(s) && memcmp(line, s, strlen(s)) == 0;
+}
+
+/* NVRTC's closing line: 'N errors detected in the compilation of "NAME".' */
+static bool
+log_summary(const char *line, size_t len, const char *name)
+{
+	static const char tail[] = " detected in the compilation of \"";
+	size_t nl = strlen(name);
+
+	if (len < sizeof(tail) + nl + 2 || line[0] < '0' || line[0] > '9')
+		return false;
+	return memcmp(line + len - nl - 2, name, nl) == 0 &&
+	    memcmp(line + len - 2, "\".", 2) == 0 &&
+	    memcmp(line + len - nl - 2 - (sizeof(tail) - 1), tail, sizeof(tail) - 1) == 0;
+}
+
+/* The run of left-out diagnostics ends: one line says so. */
+static void
+log_flush_dropped(struct log_out *o, const char *name, unsigned int *ndropped,
+    unsigned long *from)
+{
+	char note[256];
+	int n;
+
+	if (*ndropped == 0)
+		return;
+	if (*from > 0)
+		n = snprintf(note, sizeof note, "[%u diagnostic%s located in a file other than "
+		    "%s, not shown; reached from %s(%lu)]\n", *ndropped, *ndropped == 1 ? "" : "s",
+		    name, name, *from);
+	else
+		n = snprintf(note, sizeof note, "[%u diagnostic%s located in a file other than "
+		    "%s, not shown]\n", *ndropped, *ndropped == 1 ? "" : "s", name);
+	log_put(o, note, (size_t)n);
+	*ndropped = 0;
+	*from = 0;
+}
+
+char *
+compile_log_filter(const char *log, size_t len, const char *name)
+{
+	enum { TOP, KEEP, DROP } state = TOP;
+	struct log_out o = { 0 };
+	const char *line = log, *end = log + len, *nl;
+	size_t n, loc, of, file, nlen = strlen(name);
+	unsigned int ndropped = 0, nother = 0;
+	unsigned long at, from = 0;
+	char note[128], *clean;
+
+	for (; line < end; line = nl < end ? nl + 1 : end) {
+		if ((nl = memchr(line, '\n', (size_t)(end - line))) == NULL)
+			nl = end;
+		n = (size_t)(nl - line);
+		if ((loc = log_location(line, n)) > 0) {
+			if (loc == nlen && memcmp(line, name, nlen) == 0) {
+				log_flush_dropped(&o, name, &ndropped, &from);
+				state = KEEP;
+				log_put(&o, line, n);
+				log_put(&o, "\n", 1);
+			} else {
+				state = DROP;
+				ndropped++;
+			}
+			continue;
+		}
+		if (n == 0 || line[0] == ' ' || line[0] == '\t') {
+			/* A diagnostic's quoted line, caret, notes, "detected during". */
+			if (state == DROP) {
+				if (log_at_line(line, n, &of, &file, &at) && from == 0 &&
+				    n - file == nlen && memcmp(line + file, name, nlen) == 0)
+					from = at;
+				continue;
+			}
+			if (state == KEEP && log_at_line(line, n, &of, &file, &at) &&
+			    !(n - file == nlen && memcmp(line + file, name, nlen) == 0)) {
+				log_put(&o, line, of);
+				log_put(&o, " of an included file\n", 21);
+				continue;
+			}
+			if (state == KEEP || n == 0) {
+				log_put(&o, line, n);
+				log_put(&o, "\n", 1);
+			}
+			continue;
+		}
+		/* A line of its own: only NVRTC's known closing lines. */
+		log_flush_dropped(&o, name, &ndropped, &from);
+		state = TOP;
+		if (log_summary(line, n, name) || log_is(line, n, "Compilation terminated.") ||
+		    log_prefix(line, n, "Remark: The warnings can be suppressed with ") ||
+		    log_prefix(line, n, "nvrtc: error: ")) {
+			log_put(&o, line, n);
+			log_put(&o, "\n", 1);
+		} else {
+			nother++;
+		}
+	}
+	log_flush_dropped(&o, name, &ndropped, &from);
+	if (nother > 0) {
+		n = (size_t)snprintf(note, sizeof note, "[%u other line%s of the log not shown]\n",
+		    nother, nother == 1 ? "" : "s");
+		log_put(&o, note, n);
+	}
+	if (o.oom) {
+		free(o.buf);
+		return NULL;
+	}
+	clean = log_clean(o.buf != NULL ? o.buf : "", o.len);
+	free(o.buf);
+	return clean;
 }
 
 /* --- the cache --- */
@@ -316,14 +529,14 @@ static int
 run_nvrtc(const struct compile_input *in, const char *const *options, size_t noptions,
     struct compile_output *out, char **ret_cause)
 {
+	const char *name = in->name != NULL ? in->name : "kernel";
 	nvrtcProgram prog;
 	nvrtcResult res;
 	size_t loglen = 0, size = 0;
 	char *log = NULL;
 	int r = 0;
 
-	res = nvrtcCreateProgram(&prog, in->source, in->name != NULL ? in->name : "kernel", 0,
-	    NULL, NULL);
+	res = nvrtcCreateProgram(&prog, in->source, name, 0, NULL, NULL);
 	if (res != NVRTC_SUCCESS) {
 		*ret_cause = cause_printf("nvrtcCreateProgram: %s", nvrtcGetErrorString(res));
 		return res == NVRTC_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
@@ -357,8 +570,10 @@ run_nvrtc(const struct compile_input *in, const char *const *options, size_t nop
 		break;
 	case NVRTC_ERROR_INVALID_OPTION:
 		/* Ours are fixed and theirs allowlisted: the arch or a path is wrong. */
+		out->log = compile_log_filter(log != NULL ? log : "",
+		    log != NULL ? strnlen(log, loglen) : 0, name);
 		*ret_cause = cause_printf("NVRTC refused the options (arch %s): %s", in->arch,
-		    log != NULL ? log : "");
+		    out->log != NULL ? out->log : "");
 		r = -EINVAL;
 		break;
 	default:
@@ -366,12 +581,73 @@ run_nvrtc(const struct compile_input *in, const char *const *options, size_t nop
 		r = res == NVRTC_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
 		break;
 	}
-	if (r == 0 && (out->log = log_clean(log != NULL ? log : "",
-	    log != NULL ? strnlen(log, loglen) : 0)) == NULL)
+	if (r == 0 && (out->log = compile_log_filter(log != NULL ? log : "",
+	    log != NULL ? strnlen(log, loglen) : 0, name)) == NULL)
 		r = -ENOMEM;
 	free(log);
 	nvrtcDestroyProgram(&prog);
 	return r;
+}
+
+/* run_nvrtc()'s arguments and outcome, across the confined thread. */
+struct nvrtc_call {
+	const struct compile_input *in;
+	const char *const *options;
+	size_t noptions;
+	struct compile_output *out;
+	char *cause;
+};
+
+static int
+run_nvrtc_thread(void *arg)
+{
+	struct nvrtc_call *c = arg;
+
+	return run_nvrtc(c->in, c->options, c->noptions, c->out, &c->cause);
+}
+
+/* Compile jobs' default; compile_source() takes it from its input. */
+static bool compile_unconfined;
+
+void
+compile_set_unconfined(bool unconfined)
+{
+	compile_unconfined = unconfined;
+}
+
+/*
+ * NVRTC loads its builtins library at its first compile in a process; in
+ * a confined thread, which cannot read the library's directory, that
+ * would fail.  So the first compile of a process is our own trivial
+ * kernel, unconfined (prepare() does it in a worker: compile_warm_up()).
+ */
+static bool compile_warm;
+
+static int
+compile_nvrtc(const struct compile_input *in, const char *include_dir, const char *const *options,
+    size_t noptions, struct compile_output *out, char **ret_cause)
+{
+	const char *read_dirs[] = { include_dir, NULL };
+	const char *rw_dirs[] = { in->scratch_dir, NULL };
+	struct confine_policy policy = { .read_dirs = read_dirs, .rw_dirs = rw_dirs };
+	struct nvrtc_call call = { .in = in, .options = options, .noptions = noptions, .out = out };
+	int r, fr = 0;
+
+	if (in->unconfined)
+		return run_nvrtc(in, options, noptions, out, ret_cause);
+	if (!compile_warm && (r = compile_warm_up(in->arch, ret_cause)) < 0)
+		return r;
+	if ((r = confine_run(&policy, run_nvrtc_thread, &call, &fr, ret_cause)) < 0)
+		return r;
+	if (fr < 0) {
+		if (ret_cause != NULL)
+			*ret_cause = call.cause;
+		else
+			free(call.cause);
+		return fr;
+	}
+	free(call.cause);
+	return 0;
 }
 
 int
@@ -427,7 +703,7 @@ compile_source(const struct compile_input *in, struct compile_output *ret_out, c
 		*ret_out = out;
 		return 0;
 	}
-	if ((r = run_nvrtc(in, options, n, &out, ret_cause)) < 0) {
+	if ((r = compile_nvrtc(in, include_dir, options, n, &out, ret_cause)) < 0) {
 		compile_output_clear(&out);
 		return r;
 	}
@@ -445,12 +721,14 @@ compile_warm_up(const char *arch, char **ret_cause)
 		.name = "warm_up",
 		.source = "extern \"C\" __global__ void kgym_warm_up(int *p) { *p = 0; }",
 		.arch = arch,
+		.unconfined = true,	/* our own source: see compile_nvrtc() */
 	};
 	struct compile_output out;
 	int r;
 
 	if ((r = compile_source(&in, &out, ret_cause)) < 0)
 		return r;
+	compile_warm = true;
 	if (!out.ok) {
 		*ret_cause = cause_printf("NVRTC cannot compile a trivial kernel: %s", out.log);
 		compile_output_clear(&out);
@@ -505,7 +783,7 @@ compile_b64_decode(const char *b64, unsigned char **ret_data, size_t *ret_len)
 
 static int
 job_unit(const json_t *unit, size_t idx, const char *arch, const char *include_dir,
-    const char *cache_dir, json_t *results, char **ret_cause)
+    const char *cache_dir, const char *scratch_dir, json_t *results, char **ret_cause)
 {
 	const char *options[COMPILE_MAX_OPTIONS];
 	struct compile_input in;
@@ -549,6 +827,8 @@ job_unit(const json_t *unit, size_t idx, const char *arch, const char *include_d
 	in.arch = arch;
 	in.include_dir = include_dir;
 	in.cache_dir = cache_dir;
+	in.scratch_dir = scratch_dir;
+	in.unconfined = compile_unconfined;
 	in.force = json_is_true(json_object_get(unit, "force"));
 	if ((r = compile_source(&in, &out, ret_cause)) < 0)
 		return r;
@@ -596,7 +876,7 @@ optional_path(const json_t *request, const char *key, const char **ret, char **r
 int
 compile_job(const json_t *request, json_t **ret_result, char **ret_cause)
 {
-	const char *arch, *cache_dir, *include_dir;
+	const char *arch, *cache_dir, *include_dir, *scratch_dir;
 	const json_t *units;
 	json_t *results, *result;
 	size_t i;
@@ -608,7 +888,8 @@ compile_job(const json_t *request, json_t **ret_result, char **ret_cause)
 	}
 	arch = json_string_value(json_object_get(request, "arch"));
 	if ((r = optional_path(request, "cache_dir", &cache_dir, ret_cause)) < 0 ||
-	    (r = optional_path(request, "include_dir", &include_dir, ret_cause)) < 0)
+	    (r = optional_path(request, "include_dir", &include_dir, ret_cause)) < 0 ||
+	    (r = optional_path(request, "scratch_dir", &scratch_dir, ret_cause)) < 0)
 		return r;
 	units = json_object_get(request, "units");
 	if (!json_is_array(units) || json_array_size(units) < 1 ||
@@ -621,7 +902,7 @@ compile_job(const json_t *request, json_t **ret_result, char **ret_cause)
 		return -ENOMEM;
 	for (i = 0; i < json_array_size(units); i++)
 		if ((r = job_unit(json_array_get(units, i), i, arch, include_dir, cache_dir,
-		    results, ret_cause)) < 0) {
+		    scratch_dir, results, ret_cause)) < 0) {
 			json_decref(results);
 			return r;
 		}

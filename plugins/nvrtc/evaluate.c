@@ -51,6 +51,8 @@
 
 #define EVALUATE_MIN_TRIALS		5
 #define EVALUATE_MAX_TRIALS		1000
+/* Seed indexes of the test cases' calls: apart from the random trials'. */
+#define EVALUATE_CASE_SEEDS		(UINT64_C(1) << 40)
 
 /* ------------------------------------------------------------ verdicts */
 
@@ -194,6 +196,13 @@ evaluate_launch(struct evaluate *ev, struct evaluate_prog *p, char **ret_cause)
 	return 0;
 }
 
+/* Output o's expected values: this test case's, else the reference's. */
+static const unsigned char *
+evaluate_expected(const struct evaluate *ev, size_t o)
+{
+	return ev->case_out != NULL ? ev->case_out[o] : ev->ref_host[o];
+}
+
 int
 evaluate_save_reference(struct evaluate *ev, char **ret_cause)
 {
@@ -260,7 +269,8 @@ evaluate_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause
 	memset(&c, 0, sizeof c);
 	c.ok = true;
 	for (o = 0; o < no; o++) {
-		if ((error = device_upload(ev->expect[o].ptr, ev->ref_host[o], ev->expect[o].bytes,
+		if ((error = device_upload(ev->expect[o].ptr, evaluate_expected(ev, o),
+		    ev->expect[o].bytes,
 		    ret_cause)) < 0 ||
 		    (error = device_compare(&ev->out[o], &ev->expect[o], pb->outputs[o].dtype,
 		    ev->sev->outputs[o].numel, pb->outputs[o].atol, pb->outputs[o].rtol,
@@ -296,7 +306,7 @@ evaluate_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause
 		    ret_cause)) < 0)
 			goto free_cmp;
 		value_format(pb->outputs[o].dtype, got, c.got, sizeof c.got);
-		value_format(pb->outputs[o].dtype, ev->ref_host[o] + c.first_bad * esize,
+		value_format(pb->outputs[o].dtype, evaluate_expected(ev, o) + c.first_bad * esize,
 		    c.expected, sizeof c.expected);
 		c.never_written = evaluate_is_poison(pb->outputs[o].dtype,
 		    value_seed(ev->poison_seed, VALUE_TAG_POISON, o), c.first_bad, got);
@@ -422,8 +432,8 @@ evaluate_settings(struct evaluate *ev, char **ret_cause)
 	    (error = evaluate_get_real(s, "max_timing_ms", 10000.0, 1.0, 3600e3,
 	    &set->max_timing_ms, ret_cause)) < 0 ||
 	    (error = evaluate_get_uint(s, "warmup", 3, 0, 1000, &set->warmup, ret_cause)) < 0 ||
-	    (error = evaluate_get_real(s, "check_fraction", 0.2, 0.1, 1.0,
-	    &set->check_fraction, ret_cause)) < 0)
+	    (error = evaluate_get_uint(s, "reset_every", 16, 1, 100000, &set->reset_every,
+	    ret_cause)) < 0)
 		return error;
 	if (set->max_timing_trials < set->min_timing_trials)
 		set->max_timing_trials = set->min_timing_trials;
@@ -805,6 +815,8 @@ evaluate_trial_json(struct evaluate *ev, size_t t, size_t init, uint64_t seed,
 	if (ev->case_in != NULL) {
 		json_object_set_new(j, "test_case", json_integer((json_int_t)t));
 	} else {
+		if (ev->hidden_trial)
+			json_object_set_new(j, "hidden", json_true());
 		json_object_set_new(j, "seed", json_string(sbuf));
 		json_object_set_new(j, "init", evaluate_init_json(ev, init));
 	}
@@ -865,65 +877,100 @@ evaluate_candidate(struct evaluate *ev, uint64_t seed, size_t t, size_t init, co
 	return 0;
 }
 
+/* Visible test case t of tc (kernel_simple): its inputs, its outputs. */
+static int
+evaluate_test_case(struct evaluate *ev, struct evaluate_cases *tc, size_t t, char **ret_cause)
+{
+	uint64_t seed;
+	char when[64];
+	int error;
+
+	if ((error = evaluate_use_set(ev, 0, ret_cause)) < 0 || ev->code != NULL)
+		return error;
+	snprintf(when, sizeof when, "test case %zu of %zu", t + 1, tc->n);
+	ev->case_in = tc->in[t];
+	ev->case_out = tc->out[t];
+	/* The seed salts the input hashes only: the case gives the inputs. */
+	seed = value_seed(ev->seed, VALUE_TAG_TRIAL, EVALUATE_CASE_SEEDS + t);
+	error = evaluate_candidate(ev, seed, t, 0, when, ret_cause);
+	/* [detect] the first passed call once more: reproducible? */
+	if (error == 0 && t == 0 && ev->code == NULL)
+		error = detect_candidate_trial(ev, 0, seed, ret_cause);
+	ev->case_in = NULL;
+	ev->case_out = NULL;
+	return error;
+}
+
+/*
+ * Random trial t of n: the reference's outputs on fresh inputs from a
+ * new secret seed, then the candidate's.  `row` numbers it among all the
+ * job's trials; `hidden` says the task also had visible test cases.
+ */
+static int
+evaluate_random_trial(struct evaluate *ev, size_t t, size_t n, size_t row, bool hidden,
+    char **ret_cause)
+{
+	char when[256], note[192], *cause = NULL;
+	uint64_t seed = value_seed(ev->seed, VALUE_TAG_TRIAL, t);
+	size_t init = evaluate_trial_init(ev, t);
+	int error;
+
+	if ((error = evaluate_use_set(ev, t % ev->nsets, ret_cause)) < 0 || ev->code != NULL)
+		return error;
+	snprintf(when, sizeof when, "%s %zu of %zu", hidden ? "hidden trial" :
+	    "correctness trial", t + 1, n);
+	if (hidden)
+		snprintf(when + strlen(when), sizeof when - strlen(when), " (fresh random inputs, "
+		    "checked against the problem's reference)");
+	if (ev->nsets > 1) {
+		/* Which shapes: a hard-coded one fails at another's. */
+		spec_size_set_text(ev->spec, ev->size_set, note, sizeof note);
+		snprintf(when + strlen(when), sizeof when - strlen(when),
+		    ", size set problem.sizes[%zu]: %s", ev->size_set, note);
+	}
+	if ((error = evaluate_prepare_call(ev, seed, init, false, &cause)) < 0 ||
+	    (error = evaluate_launch(ev, &ev->ref, &cause)) < 0 ||
+	    (error = device_sync(NULL, &cause)) < 0) {
+		evaluate_cuda_failure(ev, when, cause);
+		return 0;
+	}
+	ev->running = NULL;
+	if ((error = evaluate_save_reference(ev, &cause)) < 0) {
+		evaluate_cuda_failure(ev, when, cause);
+		return 0;
+	}
+	/* [detect] the problem's health: degenerate outputs, a repeat of the
+	 * reference on trial 1 */
+	if ((error = detect_reference_trial(ev, t, seed, ret_cause)) < 0 || ev->code != NULL)
+		return error;
+	ev->hidden_trial = hidden;
+	error = evaluate_candidate(ev, seed, row, init, when, ret_cause);
+	ev->hidden_trial = false;
+	/* [detect] the first passed trial once more: reproducible? */
+	if (error == 0 && row == 0 && ev->code == NULL)
+		error = detect_candidate_trial(ev, t, seed, ret_cause);
+	return error;
+}
+
+/*
+ * The visible test cases first (kernel_simple), then, whenever there is a
+ * reference, num_trials random trials (at least one per size set): with
+ * test cases too, those are the hidden trials a lookup table of the
+ * visible cases' outputs cannot pass.
+ */
 static int
 evaluate_correctness(struct evaluate *ev, struct evaluate_cases *tc, char **ret_cause)
 {
-	char when[256], note[192], *cause = NULL;
-	uint64_t seed;
-	size_t t, n = tc->n != 0 ? tc->n : ev->set.num_trials, o, init;
+	size_t t, n = ev->has_ref ? ev->set.num_trials : 0;
 	int error = 0;
 
-	/* Every size set gets a trial. */
-	if (tc->n == 0 && n < ev->nsets)
+	if (ev->has_ref && n < ev->nsets)
 		n = ev->nsets;
-	for (t = 0; t < n && ev->code == NULL; t++) {
-		seed = value_seed(ev->seed, VALUE_TAG_TRIAL, t);
-		init = evaluate_trial_init(ev, t);
-		if ((error = evaluate_use_set(ev, tc->n != 0 ? 0 : t % ev->nsets,
-		    ret_cause)) < 0 || ev->code != NULL)
-			break;
-		if (tc->n != 0) {
-			snprintf(when, sizeof when, "test case %zu of %zu", t + 1, n);
-			ev->case_in = tc->in[t];
-			for (o = 0; o < ev->sev->noutputs; o++)
-				ev->ref_host[o] = tc->out[t][o];
-		} else {
-			snprintf(when, sizeof when, "correctness trial %zu of %zu", t + 1, n);
-			if (ev->nsets > 1) {
-				/* Which shapes: a hard-coded one fails at another's. */
-				spec_size_set_text(ev->spec, ev->size_set, note, sizeof note);
-				snprintf(when + strlen(when), sizeof when - strlen(when),
-				    ", size set problem.sizes[%zu]: %s", ev->size_set, note);
-			}
-			if ((error = evaluate_prepare_call(ev, seed, init, false, &cause)) < 0 ||
-			    (error = evaluate_launch(ev, &ev->ref, &cause)) < 0 ||
-			    (error = device_sync(NULL, &cause)) < 0) {
-				evaluate_cuda_failure(ev, when, cause);
-				break;
-			}
-			ev->running = NULL;
-			if ((error = evaluate_save_reference(ev, &cause)) < 0) {
-				evaluate_cuda_failure(ev, when, cause);
-				break;
-			}
-			/* [detect] the problem's health: degenerate outputs, a
-			 * repeat of the reference on trial 1 */
-			if ((error = detect_reference_trial(ev, t, seed, ret_cause)) < 0 ||
-			    ev->code != NULL)
-				break;
-		}
-		if ((error = evaluate_candidate(ev, seed, t, init, when, ret_cause)) < 0)
-			break;
-		/* [detect] the first passed trial once more: reproducible? */
-		if (t == 0 && ev->code == NULL &&
-		    (error = detect_candidate_trial(ev, t, seed, ret_cause)) < 0)
-			break;
-	}
-	if (tc->n != 0) {
-		ev->case_in = NULL;
-		for (o = 0; o < ev->sev->noutputs; o++)
-			ev->ref_host[o] = NULL;		/* the test cases' */
-	}
+	for (t = 0; t < tc->n && ev->code == NULL && error == 0; t++)
+		error = evaluate_test_case(ev, tc, t, ret_cause);
+	for (t = 0; t < n && ev->code == NULL && error == 0; t++)
+		error = evaluate_random_trial(ev, t, n, tc->n + t, tc->n > 0, ret_cause);
+	ev->random_trials = ev->has_ref ? (unsigned int)n : 0;
 	return error < 0 ? error : 0;
 }
 
@@ -954,6 +1001,16 @@ evaluate_result(struct evaluate *ev, json_t *timing)
 	}
 	snprintf(frac, sizeof frac, "(%u / %zu)", ev->trials_passed, json_array_size(ev->trials));
 	json_object_set_new(meta, "correctness_trials", json_string(frac));
+	/*
+	 * kernel_simple: how many visible test cases and how many hidden random
+	 * trials (on fresh inputs, against the reference) the verdict rests
+	 * on.  hidden_trials 0: test cases alone, which a lookup table of their
+	 * outputs can pass.
+	 */
+	if (ev->simple) {
+		json_object_set_new(meta, "test_cases", json_integer((json_int_t)ev->ncases));
+		json_object_set_new(meta, "hidden_trials", json_integer((json_int_t)ev->random_trials));
+	}
 	/* Several size sets: how many; timing used the first. */
 	if (ev->nsets > 1)
 		json_object_set_new(meta, "size_sets", json_integer((json_int_t)ev->nsets));
@@ -1043,8 +1100,15 @@ evaluate_run(struct evaluate *ev, json_t **ret_timing, char **ret_cause)
 		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s", err);
 		return 0;
 	}
-	ev->has_ref = !(ev->simple && cases != NULL);
-	if (ev->has_ref && !ev->spec->problem.has_reference) {
+	/*
+	 * kernelbench always has a reference; kernel_simple has test cases, a
+	 * reference, or both -- and then the reference's random trials are run
+	 * too, hidden, so that the visible cases' outputs alone do not pass.
+	 */
+	if (!ev->simple)
+		cases = NULL;
+	ev->has_ref = ev->spec->problem.has_reference;
+	if (!ev->has_ref && cases == NULL) {
 		evaluate_verdict(ev, true, "VALIDATION_ERROR", "problem.reference: kernel_simple "
 		    "needs a reference kernel or test_cases");
 		return 0;
@@ -1061,8 +1125,9 @@ evaluate_run(struct evaluate *ev, json_t **ret_timing, char **ret_cause)
 	if ((error = evaluate_cubin(ev->request, "solution_cubin_b64", &sol_cubin,
 	    ret_cause)) < 0)
 		goto free_cubins;
-	if (!ev->has_ref && (error = evaluate_cases_parse(ev, cases, &tc, ret_cause)) < 0)
+	if (cases != NULL && (error = evaluate_cases_parse(ev, cases, &tc, ret_cause)) < 0)
 		goto free_cases;
+	ev->ncases = tc.n;
 	/* Everything the device can refuse, before anything runs. */
 	if (ev->code == NULL && ev->has_ref &&
 	    (error = bind_program(ev, &ev->ref, ref_cubin, ret_cause)) < 0)

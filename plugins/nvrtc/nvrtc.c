@@ -16,6 +16,10 @@
  * (device.c); in a CPU worker it does nothing, since compiling needs no GPU.
  *
  * [plugin.nvrtc] keys:
+ *   compile_sandbox = yes|no  NVRTC runs in a thread that can open only the
+ *              CUDA headers and the job's scratch directory (default yes;
+ *              without Landlock the compile then fails: no turns it off,
+ *              and NVRTC reads what the worker can)
  *   guard    = yes|no  tensors in guarded allocations (default yes)
  *   sm_clock = yes|no  sample the SM clock through NVML (default yes)
  *   profile, profile_during_timing, profile_calls, cupti_library: CUPTI
@@ -110,6 +114,14 @@ nvrtc_prepare(char **ret_cause)
 	/* Any architecture NVRTC knows will do: only the loading matters. */
 	if ((r = compile_warm_up("sm_90", ret_cause)) < 0)
 		return r;
+	if (!nvrtc_config_bool("compile_sandbox", true)) {
+		compile_set_unconfined(true);
+		nvrtc_log(KGYM_LOG_WARN, "[plugin.nvrtc] compile_sandbox = no: NVRTC can read "
+		    "any file this worker can, and a candidate's #include can quote it");
+	} else if (confine_abi() < 0) {
+		nvrtc_log(KGYM_LOG_WARN, "the kernel has no Landlock: compile jobs fail "
+		    "([plugin.nvrtc] compile_sandbox = no would run them unconfined)");
+	}
 	if ((r = device_prepare(nvrtc_config_bool("guard", true),
 	    nvrtc_config_bool("sm_clock", true), ret_cause)) < 0)
 		return r;
@@ -136,6 +148,28 @@ nvrtc_run(const json_t *request, json_t **ret_result, char **ret_cause)
 
 static const char *const nvrtc_serves[] = { "nvrtc", NULL };
 
+/*
+ * Beyond the common and GPU sets: the compile step confines its NVRTC
+ * thread with Landlock (confine.c), which can only take rights away --
+ *   landlock_create_ruleset  a ruleset of the rights to keep
+ *   landlock_add_rule        one rule per directory NVRTC may read
+ *   landlock_restrict_self   the thread enters it (never TSYNC)
+ * Nothing else, as far as is known: kernels are compiled and loaded in
+ * prepare() or through calls the GPU set has (ioctl, mmap).  To be
+ * confirmed with strace -f on a GPU worker running an evaluate job
+ * (cuMemCreate/cuMemMap, module loads, NVML's clock query); any addition
+ * goes here, one name per line, with why.  CUPTI (profile.c) is set up in
+ * prepare(), its worker thread included; what it calls later is expected
+ * to be within the GPU set (ioctl, mmap, futex, clock_nanosleep) --
+ * learn-syscalls with CUPTI on is what confirms it.
+ */
+static const char *const nvrtc_syscalls[] = {
+	"landlock_create_ruleset",
+	"landlock_add_rule",
+	"landlock_restrict_self",
+	NULL,
+};
+
 const struct kgym_plugin kgym_plugin = {
 	.abi_major = KGYM_PLUGIN_ABI_MAJOR,
 	.abi_minor = KGYM_PLUGIN_ABI_MINOR,
@@ -149,16 +183,5 @@ const struct kgym_plugin kgym_plugin = {
 	.fini = nvrtc_fini,
 	.prepare = nvrtc_prepare,
 	.run = nvrtc_run,
-	/*
-	 * Nothing beyond the common and GPU sets, as far as is known: kernels
-	 * are compiled and loaded in prepare() or through calls the GPU set
-	 * has (ioctl, mmap).  To be confirmed with strace -f on a GPU worker
-	 * running an evaluate job (cuMemCreate/cuMemMap, module loads, NVML's
-	 * clock query); any addition goes here, one name per line, with why.
-	 * CUPTI (profile.c) is set up in prepare(), its worker thread
-	 * included; what it calls later is expected to be within the GPU set
-	 * (ioctl, mmap, futex, clock_nanosleep) -- learn-syscalls with CUPTI
-	 * on is what confirms it.
-	 */
-	.syscalls = NULL,
+	.syscalls = nvrtc_syscalls,
 };

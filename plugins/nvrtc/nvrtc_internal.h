@@ -35,7 +35,12 @@ struct compile_input {
 	const char *arch;		/* "sm_90": a cubin for exactly that architecture */
 	const char *include_dir;	/* CUDA headers; NULL: COMPILE_DEFAULT_INCLUDE_DIR */
 	const char *cache_dir;		/* cubin cache; NULL: no cache */
+	const char *scratch_dir;	/* the job's own directory: NVRTC may read and write
+					 * it (NULL: none) */
 	bool force;			/* skip a cache hit (force_refresh); still refill it */
+	bool unconfined;		/* NVRTC may open any file the worker can
+					 * ([plugin.nvrtc] compile_sandbox = no); else
+					 * only include_dir and scratch_dir (confine.c) */
 };
 
 struct compile_output {
@@ -48,7 +53,11 @@ struct compile_output {
 };
 
 /*
- * Compile `in` (or find it in in->cache_dir) into *ret_out.  0 when a
+ * Compile `in` (or find it in in->cache_dir) into *ret_out.  Unless
+ * in->unconfined, NVRTC runs in a thread that can open nothing but
+ * include_dir and scratch_dir (confine.c); a confinement that cannot be
+ * made fails the compile (-EOPNOTSUPP without Landlock).  The log is
+ * filtered (compile_log_filter) before it is returned.  0 when a
  * verdict was reached, whether ok or not: a source that does not compile is
  * ret_out->ok == false with NVRTC's log, not an error.  -EINVAL (a bad arch
  * or include dir: NVRTC refused the options), -ENOMEM, -EIO (NVRTC failed
@@ -60,6 +69,21 @@ int	compile_source(const struct compile_input *in, struct compile_output *ret_ou
 
 /* Free the members of *out and zero it; a zeroed struct is a no-op. */
 void	compile_output_clear(struct compile_output *out);
+
+/*
+ * NVRTC's log as a client may see it: only the diagnostics located in the
+ * program `name` itself (its own lines, quoted); a run of diagnostics
+ * located in any other file becomes one line saying how many were left
+ * out (and from which line of `name` they were reached), so no line of
+ * another file is quoted; "at line N of FILE" in a kept diagnostic names
+ * no other file; lines of no known form are dropped.  Invalid UTF-8 bytes
+ * become '?', and past COMPILE_MAX_LOG the tail is cut with a marker.
+ * malloc'd, or NULL when out of memory.
+ */
+char	*compile_log_filter(const char *log, size_t len, const char *name);
+
+/* Compile jobs' default confinement ([plugin.nvrtc] compile_sandbox). */
+void	compile_set_unconfined(bool unconfined);
 
 /*
  * Compile a trivial kernel for `arch` (no cache), so that NVRTC has loaded
@@ -89,6 +113,29 @@ char	*compile_b64_encode(const void *data, size_t len);
 int	compile_b64_decode(const char *b64, unsigned char **ret_data, size_t *ret_len);
 
 /* ==== end of compile.c ==== */
+
+/* ==== confine.c: the compile thread's own Landlock domain ====
+ *
+ * Ownership: the policy's strings are borrowed; *ret_cause is malloc'd.
+ */
+struct confine_policy {
+	const char *const *read_dirs;	/* NULL-terminated; may be NULL */
+	const char *const *rw_dirs;	/* NULL-terminated; may be NULL */
+};
+
+/* The running kernel's Landlock ABI (>= 1), or -EOPNOTSUPP. */
+int	confine_abi(void);
+
+/*
+ * Run fn(arg) in a new thread that can open nothing but what `p` lists
+ * (reading the read_dirs, reading and writing the rw_dirs), and wait for
+ * it; *ret_fn gets what fn returned.  0, or -errno with *ret_cause when
+ * the thread could not be made or confined -- then fn did not run.
+ */
+int	confine_run(const struct confine_policy *p, int (*fn)(void *), void *arg, int *ret_fn,
+	    char **ret_cause);
+
+/* ==== end of confine.c ==== */
 
 /* ==== nvrtc.c: the plugin struct; what the other files need of the host ====
  *
@@ -152,6 +199,7 @@ enum value_tag {
 	VALUE_TAG_TIMING,
 	VALUE_TAG_SAMPLE,
 	VALUE_TAG_FLUSH,
+	VALUE_TAG_RESET,
 };
 
 /* ==== end of values.c ==== */
@@ -396,8 +444,10 @@ struct evaluate_prog {
 	const char *path;		/* "problem.reference", "solution" (messages) */
 	const struct spec_program *prog;
 	const struct spec_plan *plan;	/* the current size set's (evaluate_plan()) */
+	const unsigned char *cubin;	/* borrowed for the job: bind_reload() */
 	CUmodule mod;
 	CUfunction *fn;			/* per step */
+	unsigned int reloads;		/* bind_reload()s in this job */
 	size_t **param_sizes;		/* per step, per argument: the kernel's parameter */
 	union evaluate_val **vals;	/* per step, per argument */
 	void ***params;			/* per step: pointers into vals, for cuLaunchKernel */
@@ -413,7 +463,9 @@ struct evaluate_settings {
 	unsigned int min_timing_trials, max_timing_trials;
 	double max_timing_ms;
 	unsigned int warmup;
-	double check_fraction;		/* timed candidate calls checked, >= 0.1 */
+	unsigned int reset_every;	/* the candidate's module is reloaded before
+					 * one timed pair in this many, at secret
+					 * random points (and before timing) */
 };
 
 /* The outcome of comparing the outputs (and inputs) after a call. */
@@ -448,7 +500,9 @@ struct evaluate {
 	bool set_ready;			/* the buffers exist and are bound for size_set */
 	struct spec_eval *sev;
 	struct evaluate_prog ref, sol;
-	bool has_ref;			/* the reference runs (not test cases) */
+	bool has_ref;			/* the reference runs: random trials, checked
+					 * timed calls (kernel_simple may have test
+					 * cases beside it, or instead of it) */
 	struct device_buf *in, *out, *expect;	/* the current size set's tensors */
 	unsigned char **ref_host;	/* per output: the expected values */
 	struct device_buf slots;	/* helpers_cmp per output, then a hash per input */
@@ -458,6 +512,10 @@ struct evaluate {
 	uint64_t call_seed;		/* the latest call's inputs (and hash salts) */
 	uint64_t poison_seed;		/* the latest call's poison */
 	unsigned char **case_in;	/* test cases: this call's inputs, else NULL */
+	unsigned char **case_out;	/* ... and its expected outputs (else ref_host) */
+	bool hidden_trial;		/* a random trial of a task with test cases */
+	size_t ncases;			/* visible test cases (kernel_simple) */
+	unsigned int random_trials;	/* random trials against the reference */
 	/* The verdict, once reached: nothing more runs. */
 	const char *code;		/* error_code */
 	char *message;
@@ -466,7 +524,7 @@ struct evaluate {
 	json_t *hack;			/* metadata.hack */
 	json_t *trials;			/* correctness_trials */
 	unsigned int trials_passed;
-	unsigned int timed_checks;	/* timed candidate calls checked */
+	unsigned int timed_checks;	/* timing-phase candidate calls checked (all) */
 	struct detect *det;		/* [detect] detect.c's state for this job, or NULL */
 };
 
@@ -487,6 +545,14 @@ int	bind_program(struct evaluate *ev, struct evaluate_prog *p, const unsigned ch
  * p->plan, tensor arguments at the buffers (after they are allocated).
  */
 void	bind_tensors(struct evaluate *ev, struct evaluate_prog *p);
+/*
+ * Load p's cubin again and point its steps at the new module's kernels
+ * (with the same dynamic shared memory opt-in), then unload the old one:
+ * every __device__ variable of p is back to its initial value, so nothing
+ * a call left there reaches a later call.  0, or -errno with *ret_cause
+ * (a CUDA failure; the old module is kept).
+ */
+int	bind_reload(struct evaluate *ev, struct evaluate_prog *p, char **ret_cause);
 void	bind_release(struct evaluate_prog *p);
 
 /* ==== end of bind.c ==== */
@@ -636,6 +702,9 @@ struct profdata *profdata_new(uint32_t context, uint32_t stream);
 void	profdata_free(struct profdata *pd);
 /* fn (a CUfunction) belongs to owner's module.  0 or -ENOMEM. */
 int	profdata_add_function(struct profdata *pd, const void *fn, enum profile_owner owner);
+/* fn is same_as from a later load of its module: the same kernel, counted
+ * and named as same_as (nothing when same_as is unknown).  0 or -ENOMEM. */
+int	profdata_add_alias(struct profdata *pd, const void *fn, const void *same_as);
 /*
  * A call of `program` begins (CUPTI collecting or not); calls that ended
  * before and have all their records are settled first.  0 or -ENOMEM.
@@ -709,6 +778,9 @@ unsigned int profile_extra_calls(void);
 void	profile_job_reset(void);
 /* Timing begins: register the job's functions by module; collect. */
 void	profile_job_begin(const struct evaluate *ev);
+/* A program's module was loaded again (bind_reload): its new functions
+ * (p->fn) stand for the old ones, step by step. */
+void	profile_reloaded(const struct evaluate_prog *p, const CUfunction *old_fn);
 /* Timing is over: everything flushed and settled, collection stopped. */
 void	profile_job_end(void);
 /* Around each call of timing.c (the purpose holds until changed). */

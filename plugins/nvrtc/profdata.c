@@ -48,6 +48,8 @@
 struct profdata_fn {
 	const void *fn;
 	enum profile_owner owner;
+	const void *canonical;	/* the function it stands for (itself, or the one
+				 * an earlier load of its module gave) */
 };
 
 struct profdata_launch {
@@ -232,8 +234,42 @@ profdata_add_function(struct profdata *pd, const void *fn, enum profile_owner ow
 	pd->fns = q;
 	q[pd->nfns].fn = fn;
 	q[pd->nfns].owner = owner;
+	q[pd->nfns].canonical = fn;
 	pd->nfns++;
 	return 0;
+}
+
+int
+profdata_add_alias(struct profdata *pd, const void *fn, const void *same_as)
+{
+	struct profdata_fn *q;
+	size_t i;
+
+	for (i = 0; i < pd->nfns; i++)
+		if (pd->fns[i].fn == same_as)
+			break;
+	if (i == pd->nfns)
+		return 0;	/* unknown: fn stays unknown too */
+	if ((q = realloc(pd->fns, (pd->nfns + 1) * sizeof *q)) == NULL)
+		return -ENOMEM;
+	pd->fns = q;
+	q[pd->nfns].fn = fn;
+	q[pd->nfns].owner = q[i].owner;
+	q[pd->nfns].canonical = q[i].canonical;
+	pd->nfns++;
+	return 0;
+}
+
+/* The function `fn` stands for: an alias's original, else itself. */
+static const void *
+profdata_canonical(const struct profdata *pd, const void *fn)
+{
+	size_t i;
+
+	for (i = 0; i < pd->nfns; i++)
+		if (pd->fns[i].fn == fn)
+			return pd->fns[i].canonical;
+	return fn;
 }
 
 static enum profile_owner
@@ -337,7 +373,7 @@ profdata_launch(struct profdata *pd, uint32_t correlation, const void *fn)
 	l = &pd->launches[pd->nlaunches++];
 	memset(l, 0, sizeof *l);
 	l->corr = correlation;
-	l->fn = fn;
+	l->fn = profdata_canonical(pd, fn);
 	l->owner = profdata_owner(pd, fn);
 	l->call = -1;
 	/* A launch belongs to the call only if it is the call's program's. */
@@ -1041,7 +1077,7 @@ profdata_detect(const struct profdata *pd, struct detect_profile *ret)
 	}
 	/* The solution's kernels that exist: its module's functions we know. */
 	for (i = 0; i < pd->nfns; i++) {
-		if (pd->fns[i].owner != PROFILE_SOLUTION)
+		if (pd->fns[i].owner != PROFILE_SOLUTION || pd->fns[i].canonical != pd->fns[i].fn)
 			continue;
 		for (i2 = 0; i2 < i; i2++)
 			if (pd->fns[i2].fn == pd->fns[i].fn)

@@ -706,6 +706,22 @@ profile_job_begin(const struct evaluate *ev)
 }
 
 void
+profile_reloaded(const struct evaluate_prog *p, const CUfunction *old_fn)
+{
+	size_t i;
+	int error = 0;
+
+	if (!prof.available || !prof.job)
+		return;
+	pthread_mutex_lock(&profile_lock);
+	for (i = 0; profile_pd != NULL && p->fn != NULL && i < p->plan->nsteps && error == 0; i++)
+		error = profdata_add_alias(profile_pd, p->fn[i], old_fn[i]);
+	pthread_mutex_unlock(&profile_lock);
+	if (error < 0)
+		profile_break(strdup("out of memory"), false);
+}
+
+void
 profile_job_end(void)
 {
 	if (!prof.job)

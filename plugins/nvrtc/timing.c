@@ -19,11 +19,20 @@
  *     while the host queues the plan: the events see the plan, not the
  *     host's launch latency;
  *   - CUDA events on our stream right around the whole launch plan;
- *   - a secret random share (settings.check_fraction, at least one in ten)
- *     of the timed candidate calls is checked against the reference's
- *     outputs for the same inputs, and their inputs against their hashes,
- *     so a candidate that behaves only while it is being checked -- it
- *     cannot tell which calls are -- is caught (REWARD_HACK);
+ *   - every call of the timing phase, warm-up and profiled calls included,
+ *     is one round of the same host and device work (timing_round): the
+ *     reference on the round's fresh inputs, its outputs to the host, the
+ *     candidate on the same inputs, then its outputs checked against the
+ *     reference's and its inputs against their hashes.  No call is singled
+ *     out, so device code (a %globaltimer, __device__ state) has nothing
+ *     to tell a checked call from another by: all are checked, and a wrong
+ *     one is a REWARD_HACK;
+ *   - the candidate's module is loaded again (bind_reload: every
+ *     __device__ variable back to its initial value) after the correctness
+ *     trials, before the warm-up, and before one timed pair in
+ *     settings.reset_every (16) at secret random points, at least once
+ *     among the first min_timing_trials pairs, so no state carries a
+ *     call count or cached outputs far;
  *   - it stops when the 95% interval of both medians is within
  *     timing_rel_precision of the median, or at max_timing_trials pairs, or
  *     after max_timing_ms;
@@ -33,10 +42,11 @@
  *     flushed once its end event has been waited for; after timing a few
  *     more candidate calls, with and without CUPTI, measure its cost.
  * A cached reference timing (request.reference_timing) skips timing the
- * reference; it still runs, untimed, for the checked calls.  kernel_simple
- * times the candidate alone: its timed calls are checked against untimed
- * reference calls when it has a reference, and not at all with test cases
- * (there is nothing to check them against).
+ * reference; it still runs, its time unused, for the checks.  kernel_simple
+ * times the candidate alone: its calls are checked against the reference's
+ * (whose time is unused) when it has one, and not at all with test cases
+ * alone (there is nothing to check them against; every call is alike
+ * still).
  */
 #include "config.h"
 
@@ -65,13 +75,6 @@ timing_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* A uniform number in [0, 1) from 64 random bits. */
-static double
-timing_unit(uint64_t r)
-{
-	return (double)(r >> 11) * 0x1.0p-53;
 }
 
 /*
@@ -122,41 +125,53 @@ fail:
 }
 
 /*
- * Pair k: the reference (when timed or needed for the check), then the
- * candidate, on the same inputs.  Times go into the series when `record`;
- * with `check`, the candidate's outputs and inputs are checked.  A failure
- * is a verdict on ev.
+ * One round of the timing phase, the same for every candidate call in it
+ * -- warm-up, timed, profiled -- so that nothing the GPU can see (the host
+ * work around the call, the kernels before and after it, the gaps between
+ * them) tells one call from another:
+ *   1. the reference on the round's fresh inputs (timed with events,
+ *      whether or not its time is used), its outputs copied to the host;
+ *   2. the candidate on the same inputs regenerated, outputs poisoned,
+ *      the inputs' hashes taken and read back before it starts;
+ *   3. its outputs compared with the reference's and its inputs with their
+ *      hashes (evaluate_check: a compare kernel after the end event).
+ * Without a reference (kernel_simple with test cases alone) steps 1 and 3
+ * are skipped for every call alike: there is nothing to check against.
+ * Times go into `ref` and `sol` when not NULL (and the reference's only
+ * when `time_ref`); `timed_call` numbers a timed pair from 1 (0: another
+ * call), for metadata.hack.  A failure, or a wrong call, is a verdict on ev.
  */
 static void
-timing_pair(struct evaluate *ev, uint64_t k, bool check, bool time_ref, bool record,
+timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, bool time_ref,
     const struct device_buf *flush, struct timing_series *ref, struct timing_series *sol,
-    unsigned int *ret_mhz)
+    unsigned int *ret_mhz, uint64_t timed_call)
 {
-	uint64_t seed = value_seed(ev->seed, VALUE_TAG_TIMING, k);
 	struct evaluate_check c;
-	char when[96], msg[1024], *cause = NULL;
+	char msg[1024], *cause = NULL;
+	unsigned int mhz = 0;
 	double ms = 0.0;
 
-	snprintf(when, sizeof when, "timed call %llu", (unsigned long long)k + 1);
-	if (time_ref || check) {
-		timing_call(ev, &ev->ref, seed, k, false, flush, when, &ms, NULL);
-		if (ev->code == NULL && check && evaluate_save_reference(ev, &cause) < 0)
+	if (ev->has_ref) {
+		timing_call(ev, &ev->ref, seed, init, false, flush, when, &ms, NULL);
+		if (ev->code == NULL && evaluate_save_reference(ev, &cause) < 0)
 			evaluate_cuda_failure(ev, when, cause);
 		if (ev->code != NULL)
 			return;
-		if (time_ref && record) {
+		if (time_ref && ref != NULL) {
 			ref->ms[ref->n++] = ms;
 			profile_mark_timed(PROFILE_REFERENCE);	/* profile.c */
 		}
 	}
-	timing_call(ev, &ev->sol, seed, k, check, flush, when, &ms, ret_mhz);
+	timing_call(ev, &ev->sol, seed, init, true, flush, when, &ms, &mhz);
 	if (ev->code != NULL)
 		return;
-	if (record) {
+	if (sol != NULL) {
 		sol->ms[sol->n++] = ms;
 		profile_mark_timed(PROFILE_SOLUTION);		/* profile.c */
+		if (ret_mhz != NULL)
+			*ret_mhz = mhz;
 	}
-	if (!check)
+	if (!ev->has_ref)
 		return;
 	ev->timed_checks++;
 	if (evaluate_check(ev, &c, &cause) < 0) {
@@ -166,13 +181,40 @@ timing_pair(struct evaluate *ev, uint64_t k, bool check, bool time_ref, bool rec
 	if (c.ok)
 		return;
 	evaluate_check_message(ev, &c, msg, sizeof msg);
-	evaluate_verdict(ev, false, "REWARD_HACK", "%s (in %s, one of the calls being timed; "
-	    "the correctness trials passed)", msg, when);
+	evaluate_verdict(ev, false, "REWARD_HACK", "%s (in %s; every call of the timing phase "
+	    "is checked, and the correctness trials passed)", msg, when);
 	json_decref(ev->hack);
-	ev->hack = json_pack("{s:s, s:s, s:I}", "kind", c.mismatches == 0 ? "input_mutation" :
-	    "timed_output_mismatch", "detail", "a timed call's outputs were wrong although the "
-	    "correctness trials passed (or a race makes them unstable)", "timed_call",
-	    (json_int_t)k + 1);
+	ev->hack = json_pack("{s:s, s:s, s:s}", "kind", c.mismatches == 0 ? "input_mutation" :
+	    "timed_output_mismatch", "detail", "a call of the timing phase gave wrong outputs "
+	    "although the correctness trials passed (or a race makes them unstable)", "call",
+	    when);
+	if (timed_call > 0)
+		json_object_set_new(ev->hack, "timed_call", json_integer((json_int_t)timed_call));
+}
+
+/*
+ * Load the candidate's module again: its __device__ variables back to
+ * their initial values, so nothing a call left there -- a call count, a
+ * "this one is checked" flag, cached outputs -- reaches the calls after.
+ * A failure is a verdict on ev.
+ */
+static void
+timing_reset_state(struct evaluate *ev, const char *when)
+{
+	size_t n = ev->sol.plan->nsteps;
+	CUfunction *old;
+	char *cause = NULL;
+
+	if ((old = calloc(n, sizeof *old)) == NULL) {
+		evaluate_verdict(ev, true, "SYSTEM_ERROR", "out of memory");
+		return;
+	}
+	memcpy(old, ev->sol.fn, n * sizeof *old);
+	if (device_sync(NULL, &cause) < 0 || bind_reload(ev, &ev->sol, &cause) < 0)
+		evaluate_cuda_failure(ev, when, cause);
+	else
+		profile_reloaded(&ev->sol, old);	/* profile.c: the same kernels */
+	free(old);
 }
 
 /* ---- profile.c (issue 5): the calls after timing, for CUPTI ---- */
@@ -195,22 +237,18 @@ timing_profile_calls(struct evaluate *ev, bool time_ref, const struct device_buf
 	bool during = profile_during_timing();
 	uint64_t seed;
 	char when[96];
-	double ms = 0.0;
 
 	for (i = 0; i < n && ev->code == NULL; i++) {
 		seed = value_seed(ev->seed, VALUE_TAG_TIMING, TIMING_PROFILE_BASE + i);
 		snprintf(when, sizeof when, "profiled call %u", i + 1);
 		profile_set_purpose(during ? PROFILE_PURPOSE_OVERHEAD : PROFILE_PURPOSE_PROFILE);
 		profile_collect(true);
-		if (!during && time_ref)
-			timing_call(ev, &ev->ref, seed, i, false, flush, when, &ms, NULL);
-		if (ev->code == NULL)
-			timing_call(ev, &ev->sol, seed, i, false, flush, when, &ms, NULL);
+		timing_round(ev, seed, i, when, time_ref && !during, flush, NULL, NULL, NULL, 0);
 		if (ev->code != NULL)
 			break;
 		profile_set_purpose(PROFILE_PURPOSE_OVERHEAD);
 		profile_collect(false);
-		timing_call(ev, &ev->sol, seed, i, false, flush, when, &ms, NULL);
+		timing_round(ev, seed, i, when, false, flush, NULL, NULL, NULL, 0);
 	}
 }
 
@@ -256,12 +294,11 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 	/* kernel_simple times the candidate alone; with test cases there is
 	 * no reference to check timed calls against. */
 	bool time_ref = !ev->simple && (cached == NULL || !(cached_median > 0.0));
-	bool can_check = ev->has_ref;
 	struct timing_series ref = { 0 }, sol = { 0 };
 	struct device_buf flush = { 0 };
 	unsigned int *clocks = NULL, nclocks = 0, w, mhz;
 	uint64_t k, forced, seed;
-	double t0, ms = 0.0, clock_mhz;
+	double t0, clock_mhz;
 	const char *stop = "max_trials", *clock_source = "nvml";
 	char when[96], *cause = NULL;
 	json_t *kern, *refj;
@@ -290,23 +327,26 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 	}
 
 	profile_job_begin(ev);			/* profile.c: CUPTI per call from here */
+	/* Nothing the correctness trials left in __device__ state is kept. */
+	timing_reset_state(ev, "the reset before timing");
 	for (w = 0; w < set->warmup && ev->code == NULL; w++) {
 		seed = value_seed(ev->seed, VALUE_TAG_TIMING, TIMING_WARMUP_BASE + w);
 		snprintf(when, sizeof when, "warm-up call %u", w + 1);
-		if (time_ref)
-			timing_call(ev, &ev->ref, seed, w, false, &flush, when, &ms, NULL);
-		if (ev->code == NULL)
-			timing_call(ev, &ev->sol, seed, w, false, &flush, when, &ms, NULL);
+		timing_round(ev, seed, w, when, time_ref, &flush, NULL, NULL, NULL, 0);
 	}
 
-	/* At least one checked call, somewhere among the first pairs. */
+	/* At least one reset among the first pairs, then one in reset_every. */
 	profile_set_purpose(PROFILE_PURPOSE_TIMING);	/* profile.c */
-	forced = value_seed(ev->seed, VALUE_TAG_SAMPLE, UINT64_MAX) % set->min_timing_trials;
+	forced = value_seed(ev->seed, VALUE_TAG_RESET, UINT64_MAX) % set->min_timing_trials;
 	for (k = 0; k < set->max_timing_trials && ev->code == NULL; k++) {
 		mhz = 0;
-		timing_pair(ev, k, can_check && (k == forced || timing_unit(value_seed(ev->seed,
-		    VALUE_TAG_SAMPLE, k)) < set->check_fraction), time_ref, true, &flush, &ref, &sol,
-		    &mhz);
+		snprintf(when, sizeof when, "timed call %llu", (unsigned long long)k + 1);
+		if (k == forced || value_seed(ev->seed, VALUE_TAG_RESET, k) % set->reset_every == 0)
+			timing_reset_state(ev, when);
+		if (ev->code != NULL)
+			break;
+		timing_round(ev, value_seed(ev->seed, VALUE_TAG_TIMING, k), k, when, time_ref,
+		    &flush, &ref, &sol, &mhz, k + 1);
 		if (ev->code != NULL)
 			break;
 		if (mhz != 0)
@@ -328,9 +368,6 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 			break;
 		}
 	}
-	/* The time ran out before the chosen pair: one more, checked, not counted. */
-	if (ev->code == NULL && can_check && ev->timed_checks == 0)
-		timing_pair(ev, k + 1, true, time_ref, false, &flush, &ref, &sol, NULL);
 	if (ev->code == NULL)
 		timing_profile_calls(ev, time_ref, &flush);	/* profile.c */
 	error = 0;
@@ -350,6 +387,8 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 		clock_source = nvdev.clock_khz > 0 ? "nominal" : "unknown";
 	}
 	kern = timing_json(&sol, clock_mhz, clock_source, set->warmup, ev->timed_checks);
+	/* Reloads of the candidate's module: before timing and at random pairs. */
+	json_object_set_new(kern, "state_resets", json_integer(ev->sol.reloads));
 	if (time_ref) {
 		refj = timing_json(&ref, clock_mhz, clock_source, set->warmup, 0);
 	} else if (!ev->simple) {

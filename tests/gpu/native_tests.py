@@ -231,16 +231,38 @@ def simple(d):
     ref = example("vector_add", "fast")
     ref["workflow"] = "kernel_simple"
     got["reference"] = one(d, ref, "simple-ref-%x" % int(time.time() * 1e6))
+    # Test cases and a reference: hidden random trials beside the visible
+    # case, which a lookup table of its outputs cannot pass.
+    table = ('__constant__ float table[1000] = {%s};\n'
+             'extern "C" __global__ void relu(const float *x, float *y, int n)\n'
+             '{\n\tint i = blockIdx.x * blockDim.x + threadIdx.x;\n\n'
+             '\tif (i < n)\n\t\ty[i] = table[i];\n}\n'
+             % ", ".join("%.9gf" % max(v, 0.0) for v in xs))
+    with_ref = dict(base, test_cases=[ok_case])
+    with_ref["problem"] = dict(base["problem"], reference={"source": src,
+                                                           "launch": base["solution"]["launch"]})
+    got["hidden"] = one(d, {"workflow": "kernel_simple", "payload": with_ref},
+                        "simple-hidden-%x" % int(time.time() * 1e6))
+    got["table"] = one(d, {"workflow": "kernel_simple",
+                           "payload": dict(with_ref, solution=dict(base["solution"], source=table))},
+                       "simple-table-%x" % int(time.time() * 1e6))
     bad = []
     for name, want in (("right", (True, None)), ("wrong", (False, "CORRECTNESS_ERROR")),
-                       ("reference", (True, None))):
+                       ("reference", (True, None)), ("hidden", (True, None)),
+                       ("table", (False, "CORRECTNESS_ERROR"))):
         r = got[name]
         if (r.get("correctness"), r.get("error_code")) != want or r.get("speedup") is not None:
             bad.append("%s: %s %s %s speedup=%r" % (name, r.get("correctness"), r.get("error_code"),
                                                     run.first_line(r.get("error_message"), 160),
                                                     r.get("speedup")))
-    check("kernel_simple: test cases right and wrong, and against a reference", not bad,
-          "; ".join(bad) if bad else "3 tasks")
+    hidden = {n: (got[n].get("metadata") or {}).get("hidden_trials") for n in got}
+    if hidden["right"] != 0 or not (hidden["hidden"] or 0) >= 5:
+        bad.append("metadata.hidden_trials: %r" % hidden)
+    if "hidden trial" not in (got["table"].get("error_message") or ""):
+        bad.append("table: not caught by a hidden trial: %s"
+                   % run.first_line(got["table"].get("error_message"), 160))
+    check("kernel_simple: test cases right and wrong, against a reference, and both "
+          "(hidden trials; a lookup table fails)", not bad, "; ".join(bad) if bad else "5 tasks")
 
 
 CHECKS = ("examples", "stability", "simple", "crash", "hang")

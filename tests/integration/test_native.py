@@ -95,6 +95,62 @@ def submit_wait(d, tasks, timeout=600):
         c.close()
 
 
+# ------------------------------------------------------------ host files
+
+def daemon_paths(d):
+    """What the include exploits' @KGYM_CONFIG@ and @KGYM_STORE@ stand for."""
+    return {"@KGYM_CONFIG@": d.conf, "@KGYM_STORE@": os.path.join(d.state_dir, "tasks.db")}
+
+
+def substitute_paths(task, paths):
+    """A copy of `task` whose solution source names the daemon's own files."""
+    t = copy.deepcopy(task)
+    src = t["payload"]["solution"]["source"]
+    for key, path in paths.items():
+        src = src.replace(key, path)
+    t["payload"]["solution"]["source"] = src
+    return t
+
+
+def file_pieces(path, secret=None):
+    """Distinctive pieces of a host file: its lines (NUL- or newline-
+    separated) of 8 bytes or more, stripped; for the SQLite store its
+    header and `secret` (a string only a task in it holds)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 20)
+    except OSError:
+        return []
+    if data.startswith(b"SQLite format 3"):
+        return ["SQLite format 3"] + ([secret] if secret else [])
+    pieces = []
+    for chunk in re.split(rb"[\0\n]", data):
+        text = chunk.decode("utf-8", "replace").strip()
+        if len(text) >= 8:
+            pieces.append(text)
+    return pieces
+
+
+def leaked(result, pieces):
+    """The pieces found anywhere in the result (every field, as JSON and as
+    the strings it holds)."""
+    strings = []
+
+    def walk(v):
+        if isinstance(v, dict):
+            for key, x in v.items():
+                strings.append(key)
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, str):
+            strings.append(v)
+    walk(result)
+    text = "\n".join(strings) + "\n" + json.dumps(result)
+    return [p for p in pieces if p in text]
+
+
 # ------------------------------------------------------------ tests
 
 def test_examples_up_to_date():
@@ -311,7 +367,52 @@ def test_kernel_simple_compiles():
         k.check("reference_cubin" not in res["metadata"], res)
 
 
+def test_includes_of_host_files_fail():
+    """A candidate that #includes a host file -- /etc/passwd,
+    /proc/self/environ, kgymd's configuration, its task store -- fails to
+    compile and gets no byte of the file back, in any field of the result:
+    the compile thread cannot open it, and the log keeps only diagnostics
+    of the candidate's own source.  A victim task's secret in the store
+    must not come back either."""
+    if not have_nvrtc():
+        raise k.Skip("the nvrtc plugin was not built (no CUDA toolkit)")
+    secret = "kgym-victim-secret-%s" % os.urandom(6).hex()
+    with NativeDaemon(WORKFLOWS + ("nvrtc",), gpus="0") as d:
+        victim = base_task("victim")
+        victim["payload"]["solution"]["source"] += "\n// %s\n" % secret
+        submit_wait(d, [victim])
+        paths = daemon_paths(d)
+        files = ["/etc/passwd", "/proc/self/environ", paths["@KGYM_CONFIG@"],
+                 paths["@KGYM_STORE@"]]
+        body = base_task()["payload"]["solution"]["source"]
+        tasks = []
+        for i, f in enumerate(files):
+            t = base_task("include-%d" % i)
+            t["payload"]["solution"]["source"] = '#include "%s"\n%s' % (f, body)
+            tasks.append(t)
+        # The value of the file inside a message about the candidate's own line.
+        t = base_task("include-value")
+        t["payload"]["solution"]["source"] = (
+            'template <int N> struct Leak;\nstatic const char leaked[] = {\n#include "%s"\n};\n'
+            'Leak<sizeof(leaked)> probe;\n%s' % (paths["@KGYM_CONFIG@"], body))
+        tasks.append(t)
+        events = submit_wait(d, tasks)
+        for i, t in enumerate(tasks):
+            res = events[t["task_id"]]["result"]
+            f = files[i] if i < len(files) else paths["@KGYM_CONFIG@"]
+            what = "%s (%s): %s %s" % (t["task_id"], f, res.get("error_code"),
+                                       (res.get("error_message") or "")[:400])
+            k.check(res["error_code"] == "COMPILATION_ERROR" and res["compiled"] is False, what)
+            k.check("cannot open source file" in res["error_message"], what)
+            pieces = file_pieces(f, secret)
+            k.check(not leaked(res, pieces), "%s: leaked %r" % (what, leaked(res, pieces)[:3]))
+            if f not in paths.values():
+                # Nor a path of the daemon's (its own source names no such path).
+                k.check(d.dir not in json.dumps(res), what)
+
+
 if __name__ == "__main__":
-    k.run([test_examples_up_to_date, test_validation_errors, test_source_limit_is_a_config_key,
+    k.run([test_includes_of_host_files_fail,
+           test_examples_up_to_date, test_validation_errors, test_source_limit_is_a_config_key,
            test_bad_config_refused, test_compile_error_has_log, test_reference_that_does_not_compile,
            test_every_example_compiles, test_force_refresh_recompiles, test_kernel_simple_compiles])

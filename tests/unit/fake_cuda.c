@@ -30,7 +30,17 @@
 #include "fake_cuda.h"
 
 struct CUctx_st { int unused; };
-struct CUmod_st { int unused; };
+/*
+ * A loaded module: its own functions (so a launch of a function of an
+ * unloaded module fails, as on a GPU) and its own "__device__" state,
+ * which a fresh load starts at zero.
+ */
+struct fake_func;
+struct CUmod_st {
+	bool live;
+	long calls;			/* a __device__ counter kernels may keep */
+	struct fake_func *funcs;	/* one per fake_kernels[] entry */
+};
 struct CUstream_st { int unused; };
 struct CUevent_st { double t; };
 
@@ -48,12 +58,44 @@ struct fake_kernel {
 };
 
 static struct CUctx_st fake_ctx;
-static struct CUmod_st fake_mod;
+/* The module of the kernel running now (kernels read its state). */
+static struct CUmod_st *fake_cur_mod;
 static double fake_clock;
 static uint64_t fake_rng = 0x1234567;
 static CUresult fake_sticky;
 
 struct fake_stats fake_stats;
+
+/*
+ * What the device could see between one candidate launch and the next:
+ * every launch (by kernel), copy and memset (by size), event record,
+ * folded into a hash; each candidate launch made once timing has begun
+ * (the first cuEventRecord after fake_seq_begin()) stores it.  Module loads
+ * are left out: reloading at random points is the point.
+ */
+static uint64_t fake_seq_hash;
+static bool fake_seq_on, fake_seq_timing;
+uint64_t fake_seq[FAKE_MAX_SEQ];
+size_t fake_nseq;
+
+static void
+fake_token(const char *what, uint64_t n)
+{
+	size_t i;
+
+	for (i = 0; what[i] != '\0'; i++)
+		fake_seq_hash = value_mix64(fake_seq_hash ^ (unsigned char)what[i]);
+	fake_seq_hash = value_mix64(fake_seq_hash ^ n);
+}
+
+void
+fake_seq_begin(void)
+{
+	fake_seq_on = true;
+	fake_seq_timing = false;
+	fake_nseq = 0;
+	fake_seq_hash = 0;
+}
 
 /*
  * Leak detection: the reference's outputs (a 64-byte signature of each
@@ -279,6 +321,7 @@ kg_hash(void **a, const unsigned int *g, const unsigned int *b)
 	u64 nbytes = *(u64 *)a[1], salt = *(u64 *)a[2], *out = *(u64 **)a[3];
 	u64 nw = nbytes / 8, h = 0, i, w, t = 0;
 
+	fake_stats.hashes++;
 	for (i = 0; i < nw; i++) {
 		memcpy(&w, p + i * 8, 8);
 		h += value_mix64(w ^ kg_word(salt, i));
@@ -415,6 +458,64 @@ vadd_lazy(void **a, const unsigned int *g, const unsigned int *b)
 		o[i] = x[i] + y[i];
 }
 
+/*
+ * A lookup table of the visible test case's outputs (x = 1 2 3, y = 10 20
+ * 30 gives 11 22 33), whatever the inputs: right on the visible case only.
+ */
+static void
+vadd_table(void **a, const unsigned int *g, const unsigned int *b)
+{
+	static const float table[] = { 11.0f, 22.0f, 33.0f };
+	VADD_ARGS;
+
+	(void)x;
+	(void)y;
+	for (i = 0; i < n; i++)
+		o[i] = table[i % 3];
+}
+
+/*
+ * Keeps a call count in its module's "__device__" state: right for its
+ * first 7 calls after a load (5 correctness trials and the repeat fit),
+ * wrong after -- unless its module is loaded again.
+ */
+static void
+vadd_state(void **a, const unsigned int *g, const unsigned int *b)
+{
+	VADD_ARGS;
+
+	if (++fake_cur_mod->calls > 7) {
+		for (i = 0; i < n; i++)
+			o[i] = 0.0f;
+		return;
+	}
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i];
+}
+
+/*
+ * Tells checked calls from others the way device code could on a GPU:
+ * by the work before it.  Right when an input hash was taken since its
+ * last call (kgymd's sign, once, of a call to be checked), else lazy.
+ */
+static long sneaky_seen_hashes;
+
+static void
+vadd_sneaky(void **a, const unsigned int *g, const unsigned int *b)
+{
+	VADD_ARGS;
+
+	if (fake_stats.hashes == sneaky_seen_hashes) {
+		fake_stats.lazy_calls++;
+		for (i = 0; i < n; i++)
+			o[i] = 0.0f;
+		return;
+	}
+	sneaky_seen_hashes = fake_stats.hashes;
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i];
+}
+
 /* o = x * alpha, n as a 64-bit parameter. */
 static void
 scale64(void **a, const unsigned int *g, const unsigned int *b)
@@ -509,6 +610,9 @@ static const struct fake_kernel fake_kernels[] = {
 	{ "vadd_overrun", P4, 0.050, 1024, 0, vadd_overrun },
 	{ "vadd_lazy", P4, 0.050, 1024, 0, vadd_lazy },
 	{ "vadd_fixed", P4, 0.050, 1024, 0, vadd_fixed },
+	{ "vadd_table", P4, 0.050, 1024, 0, vadd_table },
+	{ "vadd_state", P4, 0.050, 1024, 0, vadd_state },
+	{ "vadd_sneaky", P4, 0.050, 1024, 0, vadd_sneaky },
 	{ "vadd_regs", P4, 0.050, 256, 0, vadd },	/* registers allow 256 threads */
 	{ "vadd_static", P4, 0.050, 1024, 40000, vadd },
 	{ "scale64", 4, { 8, 8, 4, 8 }, 0.020, 1024, 0, scale64 },
@@ -520,10 +624,17 @@ static const struct fake_kernel fake_kernels[] = {
 	{ "iota4", P4, 0.100, 1024, 0, iota4 },
 };
 
+#define FAKE_NKERNELS	(sizeof fake_kernels / sizeof fake_kernels[0])
+
+struct fake_func {
+	const struct fake_kernel *k;
+	struct CUmod_st *mod;
+};
+
 static const struct fake_kernel *
 fake_kernel(CUfunction f)
 {
-	return (const struct fake_kernel *)(const void *)f;
+	return ((const struct fake_func *)(const void *)f)->k;
 }
 
 /* ------------------------------------------------------------ driver */
@@ -540,6 +651,7 @@ CUresult CUDAAPI
 cuGetErrorName(CUresult error, const char **pStr)
 {
 	*pStr = error == CUDA_ERROR_ILLEGAL_ADDRESS ? "CUDA_ERROR_ILLEGAL_ADDRESS" :
+	    error == CUDA_ERROR_INVALID_HANDLE ? "CUDA_ERROR_INVALID_HANDLE" :
 	    error == CUDA_ERROR_NOT_FOUND ? "CUDA_ERROR_NOT_FOUND" :
 	    error == CUDA_ERROR_INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE" : "CUDA_ERROR_FAKE";
 	return CUDA_SUCCESS;
@@ -673,6 +785,8 @@ CUresult CUDAAPI
 cuEventRecord(CUevent e, CUstream s)
 {
 	STICKY();
+	fake_seq_timing = fake_seq_on;
+	fake_token("event", 0);
 	e->t = fake_clock;
 	return CUDA_SUCCESS;
 }
@@ -698,14 +812,20 @@ cuModuleLoadData(CUmodule *m, const void *image)
 	/* A cubin whose text says so does not load (tests of that path). */
 	if (strncmp(image, "BROKEN", 6) == 0)
 		return CUDA_ERROR_INVALID_IMAGE;
-	*m = &fake_mod;
+	if ((*m = calloc(1, sizeof **m)) == NULL ||
+	    ((*m)->funcs = calloc(FAKE_NKERNELS, sizeof *(*m)->funcs)) == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	(*m)->live = true;
 	fake_stats.modules++;
+	fake_stats.module_loads++;
 	return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI
 cuModuleUnload(CUmodule m)
 {
+	/* Kept (not freed), so a later launch of its functions is seen. */
+	m->live = false;
 	fake_stats.modules--;
 	return CUDA_SUCCESS;
 }
@@ -715,9 +835,13 @@ cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
 	size_t i;
 
-	for (i = 0; i < sizeof fake_kernels / sizeof fake_kernels[0]; i++) {
+	if (!m->live)
+		return CUDA_ERROR_INVALID_HANDLE;
+	for (i = 0; i < FAKE_NKERNELS; i++) {
 		if (strcmp(fake_kernels[i].name, name) == 0) {
-			*f = (CUfunction)(void *)(uintptr_t)&fake_kernels[i];
+			m->funcs[i].k = &fake_kernels[i];
+			m->funcs[i].mod = m;
+			*f = (CUfunction)(void *)&m->funcs[i];
 			return CUDA_SUCCESS;
 		}
 	}
@@ -788,6 +912,17 @@ cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
 	unsigned int grid[3] = { gx, gy, gz }, block[3] = { bx, by, bz };
 
 	STICKY();
+	if (!((const struct fake_func *)(const void *)f)->mod->live)
+		return CUDA_ERROR_INVALID_HANDLE;	/* its module was unloaded */
+	if (fake_seq_on) {
+		if (k->cost_ms > 0.0 && k->run != vadd_ref) {
+			if (fake_seq_timing && fake_nseq < FAKE_MAX_SEQ)
+				fake_seq[fake_nseq++] = fake_seq_hash;
+			fake_seq_hash = 0;
+		}
+		fake_token(k->name, (uint64_t)gx * 65536 + bx);
+	}
+	fake_cur_mod = ((const struct fake_func *)(const void *)f)->mod;
 	if (gx == 0 || gy == 0 || gz == 0 || bx * by * bz == 0 ||
 	    bx * by * bz > (unsigned int)k->max_threads)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -847,6 +982,7 @@ CUresult CUDAAPI
 cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
 	STICKY();
+	fake_token("htod", n);
 	memcpy((void *)(uintptr_t)dst, src, n);
 	return CUDA_SUCCESS;
 }
@@ -855,6 +991,7 @@ CUresult CUDAAPI
 cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
 	STICKY();
+	fake_token("dtoh", n);
 	memcpy(dst, (const void *)(uintptr_t)src, n);
 	return CUDA_SUCCESS;
 }
@@ -863,6 +1000,7 @@ CUresult CUDAAPI
 cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
 {
 	STICKY();
+	fake_token("memset", n);
 	memset((void *)(uintptr_t)dst, v, n);
 	return CUDA_SUCCESS;
 }

@@ -6,6 +6,9 @@
 #ifndef KGYM_TESTS_FAKE_CUDA_H
 #define KGYM_TESTS_FAKE_CUDA_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 struct fake_stats {
 	long inits, poisons, compares, flushes, scrubs, l2_resets;
 	long candidate_launches;	/* kernels with a cost: references and candidates */
@@ -13,7 +16,20 @@ struct fake_stats {
 	long live_allocs, live_handles;	/* reservations/cuMemAlloc, physical handles */
 	long leaks;			/* reference outputs found when a candidate started */
 	long vadd_last_n;		/* the size argument of the latest "vadd" call */
+	long module_loads;		/* cuModuleLoadData calls */
+	long hashes;			/* kg_hash launches (input hashes) */
+	long lazy_calls;		/* vadd_sneaky calls that computed nothing */
 };
+
+/*
+ * Per candidate launch of the timing phase (from the first event record
+ * after fake_seq_begin()): a hash of everything the device saw since the
+ * previous candidate launch.  Equal hashes: calls that look alike.
+ */
+#define FAKE_MAX_SEQ	4096
+extern uint64_t fake_seq[FAKE_MAX_SEQ];
+extern size_t fake_nseq;
+void	fake_seq_begin(void);
 
 extern struct fake_stats fake_stats;
 

@@ -438,6 +438,229 @@ test_long_log(void **state)
 	free(src);
 }
 
+
+/* --- the compile sandbox and the log filter --- */
+
+/* A file outside the CUDA headers holding a secret, as the config or the
+ * task store would: a number (so a source can make it a template argument)
+ * and a word. */
+static char secret_dir[] = "/tmp/kgym-test-secret-XXXXXX";
+static char secret_path[600];
+#define SECRET_NUMBER	"918273645"
+#define SECRET_WORD	"kgymsecretword"
+
+static void
+make_secret(void)
+{
+	FILE *f;
+
+	if (secret_path[0] != '\0')
+		return;
+	assert_non_null(mkdtemp(secret_dir));
+	snprintf(secret_path, sizeof secret_path, "%s/secret.conf", secret_dir);
+	assert_non_null(f = fopen(secret_path, "w"));
+	fputs(SECRET_NUMBER "\n", f);
+	fclose(f);
+}
+
+static void
+compile_with(const char *source, bool unconfined, struct compile_output *out)
+{
+	struct compile_input in = {
+		.name = "solution",
+		.source = source,
+		.arch = ARCH,
+		.unconfined = unconfined,
+	};
+	char *cause = NULL;
+	int r;
+
+	if ((r = compile_source(&in, out, &cause)) != 0)
+		fail_msg("compile_source: %d %s", r, cause != NULL ? cause : "");
+}
+
+/* No byte of `file` (each of its lines of 4 bytes or more) is in `text`. */
+static void
+assert_no_bytes_of(const char *text, const char *file)
+{
+	char line[4096];
+	size_t n;
+	FILE *f;
+
+	if ((f = fopen(file, "r")) == NULL)
+		return;		/* not on this machine */
+	while (fgets(line, sizeof line, f) != NULL) {
+		n = strcspn(line, "\n");
+		line[n] = '\0';
+		if (n >= 4 && strstr(text, line) != NULL)
+			fail_msg("the log quotes %s: '%s' in:\n%s", file, line, text);
+	}
+	fclose(f);
+}
+
+static void
+test_confined_includes(void **state)
+{
+	static const char *const files[] = { "/etc/passwd", "/proc/self/environ", "/etc/hostname",
+	    "/proc/self/cmdline" };
+	char src[1024];
+	struct compile_output out;
+	size_t i;
+
+	(void)state;
+	make_secret();
+	for (i = 0; i < sizeof files / sizeof files[0]; i++) {
+		snprintf(src, sizeof src, "#include \"%s\"\n%s", files[i], vector_add);
+		compile_with(src, false, &out);
+		assert_false(out.ok);
+		/* It did not open: NVRTC says so on the candidate's own line. */
+		if (strstr(out.log, "solution(1): catastrophic error: cannot open source file") ==
+		    NULL)
+			fail_msg("%s: %s", files[i], out.log);
+		assert_no_bytes_of(out.log, files[i]);
+		compile_output_clear(&out);
+	}
+	/* The value of a file, through a message about the candidate's own line. */
+	snprintf(src, sizeof src, "template <int N> struct S;\nstatic const int x =\n"
+	    "#include \"%s\"\n;\nS<x> s;\n%s", secret_path, vector_add);
+	compile_with(src, false, &out);
+	assert_false(out.ok);
+	assert_null(strstr(out.log, SECRET_NUMBER));
+	assert_non_null(strstr(out.log, "cannot open source file"));
+	compile_output_clear(&out);
+}
+
+/*
+ * The same source unconfined: the secret comes back, inside a diagnostic
+ * of the candidate's own line, which no log filter may drop.  This is why
+ * the file must not open at all (and shows the test above can fail).
+ */
+static void
+test_unconfined_leaks(void **state)
+{
+	char src[1024];
+	struct compile_output out;
+
+	(void)state;
+	make_secret();
+	snprintf(src, sizeof src, "template <int N> struct S;\nstatic const int x =\n"
+	    "#include \"%s\"\n;\nS<x> s;\n%s", secret_path, vector_add);
+	compile_with(src, true, &out);
+	assert_false(out.ok);
+	assert_non_null(strstr(out.log, "S<" SECRET_NUMBER ">"));
+	compile_output_clear(&out);
+	/* A diagnostic inside the other file is not quoted even unconfined. */
+	snprintf(src, sizeof src, "#include \"/etc/passwd\"\n%s", vector_add);
+	compile_with(src, true, &out);
+	assert_false(out.ok);
+	assert_no_bytes_of(out.log, "/etc/passwd");
+	assert_non_null(strstr(out.log, "located in a file other than solution, not shown"));
+	compile_output_clear(&out);
+	unlink(secret_path);
+	rmdir(secret_dir);
+}
+
+/* The job's scratch directory is readable in the confined thread; its
+ * neighbours are not. */
+static void
+test_confined_scratch(void **state)
+{
+	char dir[] = "/tmp/kgym-test-scratch-XXXXXX", path[600], src[1024];
+	struct compile_input in = { .name = "solution", .arch = ARCH };
+	struct compile_output out;
+	char *cause = NULL;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/mine.h", dir);
+	assert_non_null(f = fopen(path, "w"));
+	fputs("#define MINE 1\n", f);
+	fclose(f);
+	snprintf(src, sizeof src, "#include \"%s\"\n%s", path, vector_add);
+	in.source = src;
+	in.scratch_dir = dir;
+	assert_int_equal(compile_source(&in, &out, &cause), 0);
+	assert_cubin(&out);
+	compile_output_clear(&out);
+	in.scratch_dir = NULL;
+	assert_int_equal(compile_source(&in, &out, &cause), 0);
+	assert_false(out.ok);
+	assert_non_null(strstr(out.log, "cannot open source file"));
+	compile_output_clear(&out);
+	unlink(path);
+	rmdir(dir);
+}
+
+static void
+filter_is(const char *log, const char *want)
+{
+	char *got = compile_log_filter(log, strlen(log), "solution");
+
+	assert_non_null(got);
+	if (strcmp(got, want) != 0)
+		fail_msg("filtered:\n%s\nwanted:\n%s", got, want);
+	free(got);
+}
+
+static void
+test_log_filter(void **state)
+{
+	(void)state;
+	/* The candidate's own diagnostics, as they are. */
+	filter_is("solution(3): error: identifier \"x\" is undefined\n"
+	    "  o[0] = x;\n"
+	    "         ^\n"
+	    "\n"
+	    "1 error detected in the compilation of \"solution\".\n",
+	    "solution(3): error: identifier \"x\" is undefined\n"
+	    "  o[0] = x;\n"
+	    "         ^\n"
+	    "\n"
+	    "1 error detected in the compilation of \"solution\".\n");
+	/* Another file's diagnostics (and their quoted lines) become one line. */
+	filter_is("/etc/passwd(1): error: this declaration has no storage class\n"
+	    "  root:x:0:0:root:/root:/bin/bash\n"
+	    "  ^\n"
+	    "\n"
+	    "/etc/passwd(1): error: expected a \";\"\n"
+	    "  root:x:0:0:root:/root:/bin/bash\n"
+	    "      ^\n"
+	    "\n"
+	    "2 errors detected in the compilation of \"solution\".\n",
+	    "[2 diagnostics located in a file other than solution, not shown]\n"
+	    "2 errors detected in the compilation of \"solution\".\n");
+	/* Reached from the candidate's line; "at line N of FILE" of a kept one. */
+	filter_is("/usr/local/cuda/include/cccl/cuda/std/comp.h(52): error: no operator\n"
+	    "      noexcept(noexcept(__lhs < __rhs))\n"
+	    "          detected during:\n"
+	    "            instantiation of \"f\" at line 36 of /usr/local/cuda/include/x.h\n"
+	    "            instantiation of \"g\" at line 3 of solution\n"
+	    "\n"
+	    "solution(7): error: bad\n"
+	    "  S<x> s;\n"
+	    "          detected during instantiation of \"h\" at line 9 of /opt/secret.h\n"
+	    "\n"
+	    "1 error detected in the compilation of \"solution\".\n",
+	    "[1 diagnostic located in a file other than solution, not shown; reached from "
+	    "solution(3)]\n"
+	    "solution(7): error: bad\n"
+	    "  S<x> s;\n"
+	    "          detected during instantiation of \"h\" at line 9 of an included file\n"
+	    "\n"
+	    "1 error detected in the compilation of \"solution\".\n");
+	/* Lines of no known form, and another program's summary, are dropped. */
+	filter_is("root:x:0:0:root:/root:/bin/bash\n"
+	    "1 error detected in the compilation of \"/etc/passwd\".\n"
+	    "Compilation terminated.\n",
+	    "Compilation terminated.\n"
+	    "[2 other lines of the log not shown]\n");
+	/* A name that only starts like the candidate's is another file. */
+	filter_is("solution.h(2): error: x\n  secret\n", "[1 diagnostic located in a file other "
+	    "than solution, not shown]\n");
+	filter_is("", "");
+}
+
 static json_t *
 load(const char *text)
 {
@@ -642,6 +865,10 @@ main(void)
 		cmocka_unit_test(test_cache),
 		cmocka_unit_test(test_cache_damaged),
 		cmocka_unit_test(test_long_log),
+		cmocka_unit_test(test_confined_includes),
+		cmocka_unit_test(test_unconfined_leaks),
+		cmocka_unit_test(test_confined_scratch),
+		cmocka_unit_test(test_log_filter),
 		cmocka_unit_test(test_job),
 		cmocka_unit_test(test_job_errors),
 		cmocka_unit_test(test_base64),

@@ -415,11 +415,104 @@ test_eval_cheats_when_timed(void **state)
 {
 	json_t *req = request("vadd_lazy", 100), *res;
 
-	json_object_set_new(json_object_get(req, "settings"), "check_fraction", json_real(1.0));
 	res = run(req);
-	expect_verdict(res, "completed", "REWARD_HACK", "one of the calls being timed");
+	expect_verdict(res, "completed", "REWARD_HACK", "every call of the timing phase is "
+	    "checked");
 	assert_string_equal(str(json_object_get(json_object_get(res, "metadata"), "hack"), "kind"),
 	    "timed_output_mismatch");
+	json_decref(res);
+}
+
+/*
+ * Every call of the timing phase looks the same to the device: the same
+ * kernels, copies and events between one candidate launch and the next,
+ * and every one of them checked.
+ */
+static void
+test_eval_timed_calls_alike(void **state)
+{
+	json_t *req = request("vadd", 1000), *res, *kern;
+	size_t i;
+
+	set_json(req, "settings", "{\"min_timing_trials\": 20, \"max_timing_trials\": 40, "
+	    "\"timing_rel_precision\": 1e-6, \"warmup\": 3}");
+	fake_seq_begin();
+	res = run(req);
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	kern = json_object_get(json_object_get(res, "timing"), "kernel");
+	assert_int_equal(json_integer_value(json_object_get(kern, "trials")), 40);
+	/* 3 warm-ups and 40 timed calls, each checked. */
+	assert_int_equal(json_integer_value(json_object_get(kern, "checked_calls")), 43);
+	assert_int_equal(fake_nseq, 43);
+	/* The first follows the correctness trials; from the second on, alike. */
+	for (i = 2; i < fake_nseq; i++)
+		if (fake_seq[i] != fake_seq[1])
+			fail_msg("candidate call %zu of the timing phase is preceded by other work "
+			    "than call 2", i + 1);
+	json_decref(res);
+}
+
+/*
+ * A candidate that computes only when it sees the signs of a checked call
+ * (an input hash before it) computes in every timed call: all of them
+ * have those signs, and all are checked.
+ */
+static void
+test_eval_sneaky_always_checked(void **state)
+{
+	json_t *res;
+	long lazy = fake_stats.lazy_calls;
+
+	res = run(request("vadd_sneaky", 500));
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	assert_int_equal(fake_stats.lazy_calls, lazy);
+	json_decref(res);
+}
+
+/*
+ * __device__ state: the candidate's module is loaded again after the
+ * correctness trials and at random points of timing.  vadd_state keeps a
+ * call count there and goes wrong at its 8th call since a load.
+ */
+static void
+test_eval_state_reset(void **state)
+{
+	json_t *req, *res, *kern;
+	long loads;
+
+	/* Reset before every pair: never more than 3 calls (the warm-ups). */
+	req = request("vadd_state", 300);
+	set_json(req, "settings", "{\"reset_every\": 1, \"max_timing_trials\": 30, "
+	    "\"warmup\": 3}");
+	loads = fake_stats.module_loads;
+	res = run(req);
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	kern = json_object_get(json_object_get(res, "timing"), "kernel");
+	/* One before the warm-ups, one before each timed pair. */
+	assert_int_equal(json_integer_value(json_object_get(kern, "state_resets")),
+	    1 + json_integer_value(json_object_get(kern, "trials")));
+	/* helpers stay; reference and solution once, then the reloads */
+	assert_int_equal(fake_stats.module_loads - loads,
+	    2 + json_integer_value(json_object_get(kern, "state_resets")));
+	json_decref(res);
+
+	/* Resets at random points only: the count runs past 7 in between, and
+	 * the checked call that follows catches it. */
+	req = request("vadd_state", 300);
+	set_json(req, "settings", "{\"reset_every\": 1000, \"max_timing_trials\": 40, "
+	    "\"min_timing_trials\": 20, \"timing_rel_precision\": 1e-6, \"warmup\": 3}");
+	res = run(req);
+	expect_verdict(res, "completed", "REWARD_HACK", "every call of the timing phase is "
+	    "checked");
+	json_decref(res);
+
+	/* Default settings: at least one reset among the first pairs too. */
+	res = run(request("vadd", 300));
+	kern = json_object_get(json_object_get(res, "timing"), "kernel");
+	assert_true(json_integer_value(json_object_get(kern, "state_resets")) >= 2);
 	json_decref(res);
 }
 
@@ -810,6 +903,74 @@ test_eval_simple_size_sets(void **state)
 	json_decref(res);
 }
 
+/* kernel_simple with a reference and a visible test case of vadd (N = 3). */
+static json_t *
+simple_ref_request(const char *kernel)
+{
+	json_t *req = request(kernel, 3);
+
+	json_object_set_new(req, "mode", json_string("kernel_simple"));
+	set_json(req, "test_cases", "[{\"inputs\": {\"x\": [1, 2, 3], \"y\": [10, 20, 30]}, "
+	    "\"outputs\": {\"out\": [11, 22, 33]}}]");
+	json_object_set_new(json_object_get(req, "settings"), "run_performance", json_false());
+	return req;
+}
+
+static void
+test_eval_simple_hidden_trials(void **state)
+{
+	json_t *res, *trials, *meta;
+	size_t i;
+
+	/* An honest candidate: the visible case, then 5 hidden random trials. */
+	res = run(simple_ref_request("vadd"));
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	meta = json_object_get(res, "metadata");
+	assert_int_equal(json_integer_value(json_object_get(meta, "test_cases")), 1);
+	assert_int_equal(json_integer_value(json_object_get(meta, "hidden_trials")), 5);
+	assert_string_equal(str(meta, "correctness_trials"), "(6 / 6)");
+	trials = json_object_get(res, "correctness_trials");
+	assert_int_equal(json_array_size(trials), 6);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(trials, 0),
+	    "test_case")), 0);
+	for (i = 1; i < 6; i++)
+		assert_true(json_is_true(json_object_get(json_array_get(trials, i), "hidden")));
+	json_decref(res);
+
+	/* A lookup table of the visible case's outputs: passes it, fails hidden. */
+	res = run(simple_ref_request("vadd_table"));
+	expect_verdict(res, "completed", "CORRECTNESS_ERROR", "hidden trial 1 of 5");
+	trials = json_object_get(res, "correctness_trials");
+	assert_true(json_is_true(json_object_get(json_array_get(trials, 0), "passed")));
+	json_decref(res);
+
+	/* num_correct_trials raises them; below 5 is not offered. */
+	res = simple_ref_request("vadd");
+	json_object_set_new(json_object_get(res, "settings"), "num_correct_trials",
+	    json_integer(7));
+	res = run(res);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "metadata"),
+	    "hidden_trials")), 7);
+	json_decref(res);
+	res = simple_ref_request("vadd");
+	json_object_set_new(json_object_get(res, "settings"), "num_correct_trials",
+	    json_integer(1));
+	res = run(res);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "metadata"),
+	    "hidden_trials")), 5);
+	json_decref(res);
+
+	/* Test cases alone: the result says that nothing hidden was run. */
+	res = run(simple_request("[{\"inputs\": {\"x\": [-1, 0, 5]}, \"outputs\": {\"out\": "
+	    "[0, 0, 1]}}]"));
+	assert_true(json_is_true(json_object_get(res, "correctness")));
+	meta = json_object_get(res, "metadata");
+	assert_int_equal(json_integer_value(json_object_get(meta, "hidden_trials")), 0);
+	assert_int_equal(json_integer_value(json_object_get(meta, "test_cases")), 1);
+	json_decref(res);
+}
+
 static void
 test_eval_simple_needs_reference(void **state)
 {
@@ -844,6 +1005,9 @@ main(void)
 		cmocka_unit_test(test_eval_crash),
 		cmocka_unit_test(test_eval_overrun),
 		cmocka_unit_test(test_eval_cheats_when_timed),
+		cmocka_unit_test(test_eval_timed_calls_alike),
+		cmocka_unit_test(test_eval_sneaky_always_checked),
+		cmocka_unit_test(test_eval_state_reset),
 		cmocka_unit_test(test_eval_size_sets),
 		cmocka_unit_test(test_eval_hardcoded_size),
 		cmocka_unit_test(test_eval_size_set_guards),
@@ -859,6 +1023,7 @@ main(void)
 		cmocka_unit_test(test_eval_simple_timing),
 		cmocka_unit_test(test_eval_simple_size_sets),
 		cmocka_unit_test(test_eval_simple_needs_reference),
+		cmocka_unit_test(test_eval_simple_hidden_trials),
 	};
 	int failed;
 

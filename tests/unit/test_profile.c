@@ -605,11 +605,50 @@ test_dropped_and_nameless(void **state)
 	profdata_free(pd);
 }
 
+/*
+ * The candidate's module loaded again (its __device__ state reset): the
+ * new function stands for the old one -- one kernel, counted once, the
+ * solution's -- and a launch of it is the call's.
+ */
+static void
+test_reloaded_module(void **state)
+{
+	static const int fn_sol_a2, fn_unknown;
+	struct profdata *pd = new_pd();
+	const uint32_t c1[] = { 21 }, c2[] = { 22 };
+	const void *const f1[] = { SOL_A }, *const f2[] = { (const void *)&fn_sol_a2 };
+	struct detect_profile d;
+	json_t *r;
+
+	assert_int_equal(profdata_add_alias(pd, (const void *)&fn_sol_a2, SOL_A), 0);
+	/* An alias of a function nobody registered registers nothing. */
+	assert_int_equal(profdata_add_alias(pd, STRANGER, (const void *)&fn_unknown), 0);
+	call(pd, PROFILE_SOLUTION, PROFILE_PURPOSE_TIMING, true, 1000000, c1, f1, 1, 0.011);
+	profdata_mark_timed(pd, PROFILE_SOLUTION);
+	kernel(pd, 21, STREAM, 1005000, 1015000, "solve", 64);
+	call(pd, PROFILE_SOLUTION, PROFILE_PURPOSE_TIMING, true, 2000000, c2, f2, 1, 0.011);
+	profdata_mark_timed(pd, PROFILE_SOLUTION);
+	kernel(pd, 22, STREAM, 2005000, 2015000, "solve", 64);
+	profdata_settle(pd, true);
+	assert_int_equal(get_call(pd, 1)->launches, 1);
+	assert_int_equal(get_call(pd, 1)->unattributed_kernels, 0);
+	r = result_of(pd);
+	assert_int_equal(json_array_size(json_object_get(r, "profile")), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(r,
+	    "profile"), 0), "calls")), 2);
+	assert_int_equal(json_integer_value(meta(r, "num_custom_kernels")), 1);
+	assert_int_equal(profdata_detect(pd, &d), 0);
+	assert_int_equal(d.custom_kernels, 2);	/* SOL_A and SOL_B, not the alias */
+	json_decref(r);
+	profdata_free(pd);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_attribution_by_identity),
+		cmocka_unit_test(test_reloaded_module),
 		cmocka_unit_test(test_counted_calls),
 		cmocka_unit_test(test_cached_reference_untouched),
 		cmocka_unit_test(test_foreign_and_after_end),
