@@ -229,11 +229,15 @@ class Executor:
             run = JITFunction.run
             JITFunction.run = lambda self, *a, **kw: None
             try:
-                res = flatten_outputs(self.model(*args))
+                out = self.model(*args)
             finally:
                 JITFunction.run = run
         else:
-            res = flatten_outputs(self.model(*args))
+            out = self.model(*args)
+        try:
+            res = flatten_outputs(out)
+        except TypeError as e:
+            raise CallError(str(e))
         outs = self.outputs
         if len(res) != len(outs):
             raise CallError("the model returned %d outputs, the reference returns %d" % (len(res), len(outs)))

@@ -1031,7 +1031,6 @@ def main(argv=None):
     if args.once:
         # The benchmark's baseline: a fresh process for one task, doing what
         # a zygote's job does (the same code path, the same sandbox).
-        msg = json.loads(sys.stdin.read())
         preload(gpu_visible)
         a, b = socket.socketpair()
         z = Zygote(a, args.sandbox_lib)
@@ -1048,6 +1047,9 @@ def main(argv=None):
         z.static_checks = not args.no_static_checks
         job = Job(z)
         job.fork_children()
+        # Read only now: the job's processes are forked already, so none
+        # has the job (its seed) in its memory -- as in a zygote's job.
+        msg = json.loads(sys.stdin.read())
         result = run_job(job, msg.get("request") or {}, msg.get("limits") or {})
         json.dump(result, sys.stdout)
         sys.stdout.write("\n")

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""test_judge.py -- the trust boundary of the KernelBench-format path
+(issue 12, ARCHITECTURE.md "The judge"): one candidate per class of reward
+hack that an in-process harness cannot stop, run past the static checks
+(`kgym_harness.py --once --no-static-checks`) so that what is tested is the
+defence behind them, on the CPU (judge's wall clock, memfd buffers):
+
+  clock_patch_mock     patches every timer in its process, sleeps 30 ms a
+                       call: kernel_runtime must show the 30 ms
+  seed_scan            searches gc, frames, modules and raw memory for the
+                       task's seed: finds nothing (a control run with the
+                       seed planted in its own code finds it: the scanner
+                       works)
+  lazy_subclass        a tensor subclass doing its work when materialised:
+                       the 30 ms are on the judge's clock
+  lazy_listlike        a list-like output: CORRECTNESS_ERROR naming the call
+  right_where_checked  wrong on one random timed call: REWARD_HACK
+                       timed_output_mismatch, every time (3 runs)
+  mutate_inputs_timed  changes its input in timed calls only: REWARD_HACK
+                       input_mutation
+and the bad outputs a candidate may return (wrong shape, wrong dtype, not a
+tensor, never done): a specific error naming the call.
+
+Skips (77) without torch or the sandbox library, like test_python.py.
+"""
+import os
+import sys
+
+import kgymtest as k
+import test_python as tp
+
+EXPLOITS = os.path.join(k.srcdir(), "tests", "exploits", "python")
+SOFTMAX = tp.read(os.path.join(tp.EXAMPLES, "softmax", "reference.py"))
+SEED = "kgym-secret-seed-5f1d2c"
+
+
+def exploit(name):
+    return tp.read(os.path.join(EXPLOITS, name + ".py"))
+
+
+def once(kernel, **request):
+    return tp.run_once(kernel, backend="torch", reference=SOFTMAX, static_checks=False, request=request)
+
+
+def correct_and_slow(r, what):
+    k.check(r["correctness"] is True, "%s: %s" % (what, tp.show(r)))
+    k.check(r["kernel_runtime"] >= 25.0, "%s: the judge's clock shows the 30 ms a call: %s" % (what, tp.show(r)))
+    k.check(r["speedup"] < 0.5, "%s: no speedup gained: %s" % (what, tp.show(r)))
+
+
+def test_clock_patch_has_no_effect():
+    correct_and_slow(once(exploit("clock_patch_mock")), "clock_patch_mock")
+
+
+def test_seed_scan_finds_nothing():
+    r = once(exploit("seed_scan"), seed=SEED)
+    k.check(r["correctness"] is True and "FOUND" not in (r.get("error_message") or ""), tp.show(r))
+    # The control: the same scanner with the needle in its own source.
+    planted = exploit("seed_scan").replace("import ctypes", "# %s\nimport ctypes" % SEED, 1)
+    r = once(planted, seed=SEED)
+    k.check(r.get("error_code") == "RUNTIME_ERROR" and "FOUND" in (r.get("error_message") or ""),
+            "the scanner finds a planted seed: %s" % tp.show(r))
+
+
+def test_lazy_subclass_is_timed():
+    correct_and_slow(once(exploit("lazy_subclass")), "lazy_subclass")
+
+
+def test_lazy_listlike_refused():
+    r = once(exploit("lazy_listlike"))
+    k.check(r["correctness"] is False and r.get("error_code") == "CORRECTNESS_ERROR", tp.show(r))
+    msg = r.get("error_message") or ""
+    k.check("correctness trial 1 of 5" in msg and "LazyList" in msg, msg)
+
+
+def test_right_where_checked_always_caught():
+    for i in range(3):
+        r = once(exploit("right_where_checked"))
+        k.check(r.get("error_code") == "REWARD_HACK", "run %d: %s" % (i, tp.show(r)))
+        k.check(r["metadata"]["hack"]["kind"] == "timed_output_mismatch", tp.show(r))
+
+
+def test_mutate_inputs_timed_caught():
+    r = once(exploit("mutate_inputs_timed"))
+    k.check(r.get("error_code") == "REWARD_HACK" and r["metadata"]["hack"]["kind"] == "input_mutation", tp.show(r))
+    k.check("timed call" in r["error_message"] or "warm-up" in r["error_message"], r["error_message"])
+
+
+BAD = {  # forward's body -> (error_code, fragments of the message)
+    "return torch.softmax(x, dim=-1)[:, :10]": ("CORRECTNESS_ERROR", ["correctness trial 1 of 5", "shape"]),
+    "return torch.softmax(x, dim=-1).double()": ("CORRECTNESS_ERROR", ["correctness trial 1 of 5", "float64"]),
+    "return None": ("CORRECTNESS_ERROR", ["correctness trial 1 of 5", "NoneType"]),
+}
+
+
+def test_bad_outputs_named():
+    for body, (code, parts) in BAD.items():
+        cand = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n" \
+               "    def forward(self, x):\n        %s\n" % body
+        r = once(cand)
+        k.check(r["correctness"] is False and r.get("error_code") == code, "%s: %s" % (body, tp.show(r)))
+        for p in parts:
+            k.check(p in (r.get("error_message") or ""), "%s: %r lacks %r" % (body, r.get("error_message"), p))
+
+
+def test_never_done_times_out_naming_the_call():
+    cand = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n" \
+           "    def forward(self, x):\n        while True:\n            pass\n"
+    r = tp.run_once(cand, backend="torch", reference=SOFTMAX, static_checks=False,
+                    limits={"correctness_timeout": 3})
+    k.check(r.get("error_code") == "TIMEOUT_ERROR", tp.show(r))
+    k.check("correctness trial 1 of 5" in (r.get("error_message") or ""), r.get("error_message"))
+
+
+def main():
+    if not os.path.exists(tp.sandbox_lib()):
+        print("SKIP: libkgym_sandbox.so was not built")
+        sys.exit(k.SKIP)
+    if not tp.have_torch():
+        print("SKIP: %s cannot import torch (apt-get install python3-torch)" % tp.PY)
+        sys.exit(k.SKIP)
+    k.run([test_clock_patch_has_no_effect, test_seed_scan_finds_nothing, test_lazy_subclass_is_timed,
+           test_lazy_listlike_refused, test_right_where_checked_always_caught, test_mutate_inputs_timed_caught,
+           test_bad_outputs_named, test_never_done_times_out_naming_the_call])
+
+
+if __name__ == "__main__":
+    main()
