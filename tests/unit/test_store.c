@@ -480,7 +480,7 @@ test_list(void **state)
 
 	memset(&l, 0, sizeof l);
 	l.texts_null = true;
-	assert_int_equal(store_list(f->store, -1, -1, list_cb, &l), 0);
+	assert_int_equal(store_list(f->store, -1, NULL, 0, -1, list_cb, &l), 0);
 	assert_int_equal(l.n, 10);
 	assert_true(l.texts_null);
 	for (i = 0; i < 10; i++)
@@ -489,7 +489,7 @@ test_list(void **state)
 	/* Completed: l1, l4, l7, newest first. */
 	memset(&l, 0, sizeof l);
 	l.texts_null = true;
-	assert_int_equal(store_list(f->store, TASK_COMPLETED, 100, list_cb, &l),
+	assert_int_equal(store_list(f->store, TASK_COMPLETED, NULL, 0, 100, list_cb, &l),
 	    0);
 	assert_int_equal(l.n, 3);
 	assert_true(l.texts_null);
@@ -500,25 +500,25 @@ test_list(void **state)
 		assert_int_equal(l.states[i], TASK_COMPLETED);
 
 	memset(&l, 0, sizeof l);
-	assert_int_equal(store_list(f->store, -1, 3, list_cb, &l), 0);
+	assert_int_equal(store_list(f->store, -1, NULL, 0, 3, list_cb, &l), 0);
 	assert_int_equal(l.n, 3);
 	assert_int_equal(l.seqs[0], seq[9]);
 	assert_int_equal(l.seqs[2], seq[7]);
 
 	memset(&l, 0, sizeof l);
-	assert_int_equal(store_list(f->store, TASK_QUEUED, 2, list_cb, &l), 0);
+	assert_int_equal(store_list(f->store, TASK_QUEUED, NULL, 0, 2, list_cb, &l), 0);
 	assert_int_equal(l.n, 2);
 	assert_int_equal(l.seqs[0], seq[9]);
 	assert_int_equal(l.seqs[1], seq[6]);
 
 	memset(&l, 0, sizeof l);
-	assert_int_equal(store_list(f->store, TASK_CANCELLED, 5, list_cb, &l), 0);
+	assert_int_equal(store_list(f->store, TASK_CANCELLED, NULL, 0, 5, list_cb, &l), 0);
 	assert_int_equal(l.n, 0);
-	assert_int_equal(store_list(f->store, -1, 0, list_cb, &l), 0);
+	assert_int_equal(store_list(f->store, -1, NULL, 0, 0, list_cb, &l), 0);
 	assert_int_equal(l.n, 0);
 
-	assert_int_equal(store_list(f->store, 9, 5, list_cb, &l), -EINVAL);
-	assert_int_equal(store_list(f->store, -2, 5, list_cb, &l), -EINVAL);
+	assert_int_equal(store_list(f->store, 9, NULL, 0, 5, list_cb, &l), -EINVAL);
+	assert_int_equal(store_list(f->store, -2, NULL, 0, 5, list_cb, &l), -EINVAL);
 }
 
 static void
@@ -557,7 +557,7 @@ test_prune_and_count(void **state)
 	assert_int_equal(counts[TASK_CANCELLED], 1);
 
 	/* Queued and running rows have finished_ms 0 but are not terminal. */
-	assert_int_equal(store_prune(f->store, 250, &n), 0);
+	assert_int_equal(store_prune(f->store, 250, &n, NULL), 0);
 	assert_int_equal(n, 3);
 	assert_int_equal(store_get(f->store, "old-done", &got), -ENOENT);
 	assert_int_equal(store_get(f->store, "old-failed", &got), -ENOENT);
@@ -574,9 +574,9 @@ test_prune_and_count(void **state)
 	assert_int_equal(counts[TASK_CANCELLED], 1);
 
 	/* The boundary is exclusive. */
-	assert_int_equal(store_prune(f->store, 300, &n), 0);
+	assert_int_equal(store_prune(f->store, 300, &n, NULL), 0);
 	assert_int_equal(n, 0);
-	assert_int_equal(store_prune(f->store, 301, NULL), 0);
+	assert_int_equal(store_prune(f->store, 301, NULL, NULL), 0);
 	assert_int_equal(store_get(f->store, "new-cancelled", &got), -ENOENT);
 
 	/* A pruned id may be used again, and seq never goes back. */
