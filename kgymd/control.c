@@ -55,6 +55,20 @@ static int control_spare_fd = -1;	/* given up to accept and refuse at EMFILE */
 
 static void control_process(struct conn *conn);
 
+/*
+ * Come back to this connection on the next turn of the loop, after the
+ * loop has polled every socket: a zero timeout, not event_active(), since
+ * an event made active from its own callback runs again before any other
+ * client is read.
+ */
+static void
+control_later(struct conn *conn)
+{
+	static const struct timeval now = { 0, 0 };
+
+	evtimer_add(conn->resume_ev, &now);
+}
+
 /* Count the connection's input buffer in the global input budget. */
 static void
 control_account(struct conn *conn)
@@ -330,7 +344,7 @@ control_process(struct conn *conn)
 			return;
 		if (conn->pending == NULL && !conn->linger &&
 		    evbuffer_get_length(in) > 0)
-			event_active(conn->resume_ev, 0, 0);
+			control_later(conn);
 		return;
 	}
 	if (too_long) {
@@ -385,7 +399,7 @@ control_resume(struct conn *conn)
 {
 	control_idle_arm(conn);
 	if (!control_finish_if_done(conn))
-		event_active(conn->resume_ev, 0, 0);
+		control_later(conn);
 }
 
 static void
@@ -444,7 +458,7 @@ control_event(struct bufferevent *bev, short what, void *arg)
 	}
 	if (!control_finish_if_done(conn) && conn->pending == NULL &&
 	    evbuffer_get_length(bufferevent_get_input(bev)) > 0)
-		event_active(conn->resume_ev, 0, 0);
+		control_later(conn);
 }
 
 static struct conn *
@@ -464,7 +478,7 @@ control_conn_new(int fd, const struct ucred *cred, bool refused)
 		return NULL;
 	}
 	conn->reap_ev = event_new(kgymd_base, -1, 0, control_reap, conn);
-	conn->resume_ev = event_new(kgymd_base, -1, 0, control_resume_cb, conn);
+	conn->resume_ev = evtimer_new(kgymd_base, control_resume_cb, conn);
 	conn->idle_ev = refused ? NULL : evtimer_new(kgymd_base, control_idle, conn);
 	if (conn->reap_ev == NULL || conn->resume_ev == NULL ||
 	    (!refused && conn->idle_ev == NULL)) {

@@ -119,6 +119,9 @@ ops_rejection(size_t index, const char *code, const char *message)
  * the first slice, the whole request is answered "internal", as it was when
  * a batch was one transaction.
  */
+/* The next slice after the loop has polled every socket (see control.c). */
+static const struct timeval ops_next_turn = { 0, 0 };
+
 struct ops_pending {
 	struct conn *conn;
 	struct request req;		/* owned */
@@ -271,7 +274,7 @@ ops_submit_continue(evutil_socket_t fd, short what, void *arg)
 	struct conn *conn = p->conn;
 
 	if (!ops_submit_slice(p)) {
-		event_active(p->ev, 0, 0);
+		evtimer_add(p->ev, &ops_next_turn);
 		return;
 	}
 	ops_submit_finish(p);
@@ -332,13 +335,13 @@ ops_submit(struct conn *conn, struct request *req, json_t *reply)
 	p->t0 = stats_now_us();
 	if (!ops_submit_slice(p)) {
 		/* More than a slice: go on over the next turns of the loop. */
-		if ((p->ev = event_new(kgymd_base, -1, 0, ops_submit_continue, p)) == NULL) {
+		if ((p->ev = evtimer_new(kgymd_base, ops_submit_continue, p)) == NULL) {
 			while (!ops_submit_slice(p))
 				;
 		} else {
 			memset(req, 0, sizeof *req);	/* ours now */
 			conn->pending = p;
-			event_active(p->ev, 0, 0);
+			evtimer_add(p->ev, &ops_next_turn);
 			return 1;
 		}
 	}
