@@ -40,6 +40,8 @@
 #define CONTROL_LINGER_S	5
 /* Refused clients lingering at once; more get the short refusal. */
 #define CONTROL_REFUSED_MAX	64
+/* Lines of one connection answered in one turn of the loop, in microseconds. */
+#define CONTROL_TURN_US		300
 /* After a line this long, freed memory goes back to the system. */
 #define CONTROL_TRIM_BYTES	(1024 * 1024)
 
@@ -311,14 +313,16 @@ control_next_line(struct conn *conn, size_t *ret_len, bool *ret_too_long)
 }
 
 /*
- * Answer one buffered line, then come back on the next loop turn for the
- * next one: a client that pipelines thousands of requests takes its turn
- * with the others instead of holding the loop.
+ * Answer buffered lines for at most CONTROL_TURN_US, then come back on the
+ * next loop turn for the rest: a client that pipelines thousands of
+ * requests takes its turn with the others instead of holding the loop, and
+ * the requests of one turn still share the scheduler's transactions.
  */
 static void
 control_process(struct conn *conn)
 {
 	struct evbuffer *in = bufferevent_get_input(conn->bev);
+	uint64_t t0 = stats_now_us();
 	size_t len = 0;
 	bool too_long;
 	char msg[160];
@@ -331,8 +335,7 @@ control_process(struct conn *conn)
 	}
 	if (conn->pending != NULL)
 		return;		/* control_resume() brings us back */
-	line = control_next_line(conn, &len, &too_long);
-	if (line != NULL) {
+	while ((line = control_next_line(conn, &len, &too_long)) != NULL) {
 		control_handle_line(conn, line, len);
 		free(line);
 		/* A big line's parse trees leave freed memory behind: give it back. */
@@ -342,10 +345,14 @@ control_process(struct conn *conn)
 		control_account(conn);
 		if (control_finish_if_done(conn))
 			return;
-		if (conn->pending == NULL && !conn->linger &&
-		    evbuffer_get_length(in) > 0)
-			control_later(conn);
-		return;
+		if (conn->pending != NULL || conn->linger)
+			return;
+		if (stats_now_us() - t0 >= CONTROL_TURN_US) {
+			/* Our turn is over; the others' sockets first. */
+			if (evbuffer_get_length(in) > 0)
+				control_later(conn);
+			return;
+		}
 	}
 	if (too_long) {
 		snprintf(msg, sizeof msg, "request line exceeds max_request_bytes (%zu bytes)",
