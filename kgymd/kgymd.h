@@ -720,6 +720,7 @@ struct worker {
 	char *timed_out_phase;
 	double timed_out_after;
 	int start_failures;
+	int64_t oom_kills;		/* the kernel's OOM kill count when its job began */
 	char last_log[256];
 	uint64_t started_us;
 	json_t *hello;
