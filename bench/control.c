@@ -42,6 +42,10 @@
 #define BENCH_TARGET_P99_US	1000.0
 #define BENCH_TARGET_RSS_BYTES	(100LL * 1000 * 1000)
 #define BENCH_MAX_ROWS		32
+#define BENCH_TARGET_PAD_TPS	5000.0
+#define BENCH_PAD_BYTES		8192
+#define BENCH_PAD_BATCH		100
+#define BENCH_LOAD_WINDOW	3	/* loader requests in flight */
 
 struct sbuf {
 	char *p;
@@ -67,6 +71,7 @@ struct phase {
 	long tasks_per_req;
 	long ntasks;
 	long delay_ms;			/* selftest payload */
+	long pad_bytes;			/* a string of this many bytes in the payload */
 	const char *const *ids;		/* cancel: the ids to cancel */
 	void (*make)(struct phase *, long i, struct sbuf *out);
 	/* results */
@@ -410,22 +415,34 @@ make_submit(struct phase *ph, long i, struct sbuf *out)
 {
 	long k, first = i * ph->tasks_per_req, n = ph->tasks_per_req;
 	static const char task_fmt[] =
-	    "{\"workflow\":\"selftest\",\"payload\":{\"action\":\"ok\",\"delay_ms\":%ld,\"in_daemon\":true}}";
+	    "{\"workflow\":\"selftest\",\"payload\":{\"action\":\"ok\",\"delay_ms\":%ld,\"in_daemon\":true%s%.*s%s}}";
+	static char *pad;
+	static long npad;
 
+	if (ph->pad_bytes > npad) {
+		free(pad);
+		if ((pad = malloc((size_t)ph->pad_bytes)) == NULL)
+			die("out of memory");
+		memset(pad, 'x', (size_t)ph->pad_bytes);
+		npad = ph->pad_bytes;
+	}
+#define BENCH_TASK(ph) task_fmt, (ph)->delay_ms, (ph)->pad_bytes > 0 ? ",\"pad\":\"" : "", \
+	(int)(ph)->pad_bytes, pad != NULL ? pad : "", (ph)->pad_bytes > 0 ? "\"" : ""
 	if (first + n > ph->ntasks)
 		n = ph->ntasks - first;
 	if (ph->tasks_per_req == 1) {
 		sbuf_printf(out, "{\"v\":1,\"id\":%ld,\"op\":\"submit\",\"task\":", i);
-		sbuf_printf(out, task_fmt, ph->delay_ms);
+		sbuf_printf(out, BENCH_TASK(ph));
 	} else {
 		sbuf_printf(out, "{\"v\":1,\"id\":%ld,\"op\":\"submit\",\"tasks\":[", i);
 		for (k = 0; k < n; k++) {
 			if (k > 0)
 				sbuf_printf(out, ",");
-			sbuf_printf(out, task_fmt, ph->delay_ms);
+			sbuf_printf(out, BENCH_TASK(ph));
 		}
 		sbuf_printf(out, "]");
 	}
+#undef BENCH_TASK
 	sbuf_printf(out, "}\n");
 }
 
@@ -651,11 +668,12 @@ bench_drain_row(struct bconn *c, long long left)
 
 static double
 bench_submit(const char *name, struct bconn **conns, int nconns, long ntasks, long per_req,
-    long window, char *ret_id, size_t idlen)
+    long window, long pad_bytes, char *ret_id, size_t idlen)
 {
 	struct phase ph = {
 		.name = name, .tasks_per_req = per_req, .ntasks = ntasks, .delay_ms = 0,
 		.window = window, .make = make_submit, .collect = ret_id != NULL,
+		.pad_bytes = pad_bytes,
 	};
 	long long queued, running;
 	double s, tps;
@@ -679,6 +697,125 @@ bench_submit(const char *name, struct bconn **conns, int nconns, long ntasks, lo
 	return ph.accepted == ntasks ? tps : -tps;
 }
 
+/*
+ * One connection pipelines stats, list (100 rows) and submits of `batch`
+ * tasks, BENCH_LOAD_WINDOW in flight, while another sends status requests
+ * one at a time and times each: what a client feels while another one is
+ * heavy.  One process, both sockets non-blocking, one poll loop.
+ */
+static void
+bench_status_under_load(const char *sock, const char *status_id, long nstatus, long batch)
+{
+	struct phase sub = { .tasks_per_req = batch, .ntasks = batch, .make = make_submit };
+	struct bconn *load = bconn_open(sock), *st = bconn_open(sock);
+	struct sbuf subline = { 0 };
+	struct pollfd pfd[2];
+	json_error_t jerr;
+	json_t *reply;
+	uint64_t *lat, t0 = 0;
+	long done = 0, sent_load = 0, answered_load = 0, inflight = 0, ops[3] = { 0 };
+	bool waiting = false;
+	size_t len;
+	char *l, req[256];
+	int n;
+
+	if ((lat = calloc((size_t)nstatus, sizeof *lat)) == NULL)
+		die("out of memory");
+	note("status under load: %ld status requests while another client pipelines "
+	    "stats, list and %ld-task submits", nstatus, batch);
+	while (done < nstatus) {
+		while (inflight < BENCH_LOAD_WINDOW) {
+			switch (sent_load % 3) {
+			case 0:
+				sbuf_printf(&load->out, "{\"v\":1,\"id\":%ld,\"op\":\"stats\"}\n",
+				    sent_load);
+				break;
+			case 1:
+				sbuf_printf(&load->out,
+				    "{\"v\":1,\"id\":%ld,\"op\":\"list\",\"limit\":100}\n", sent_load);
+				break;
+			default:
+				/* Made once: the client's own cost stays out of the timings. */
+				if (subline.len == 0)
+					make_submit(&sub, 0, &subline);
+				sbuf_reserve(&load->out, subline.len);
+				memcpy(load->out.p + load->out.len, subline.p, subline.len);
+				load->out.len += subline.len;
+				break;
+			}
+			ops[sent_load % 3]++;
+			sent_load++;
+			inflight++;
+		}
+		if (!waiting) {
+			n = snprintf(req, sizeof req,
+			    "{\"v\":1,\"id\":%ld,\"op\":\"status\",\"task_id\":\"%s\"}\n", done,
+			    status_id);
+			sbuf_reserve(&st->out, (size_t)n);
+			memcpy(st->out.p + st->out.len, req, (size_t)n);
+			st->out.len += (size_t)n;
+			t0 = now_ns();
+			waiting = true;
+		}
+		bconn_flush(st);
+		bconn_flush(load);
+		pfd[0] = (struct pollfd){ .fd = st->fd, .events = POLLIN |
+		    (st->outoff < st->out.len ? POLLOUT : 0) };
+		pfd[1] = (struct pollfd){ .fd = load->fd, .events = POLLIN |
+		    (load->outoff < load->out.len ? POLLOUT : 0) };
+		while ((n = poll(pfd, 2, BENCH_REPLY_TIMEOUT_MS)) < 0 && errno == EINTR)
+			;
+		if (n <= 0)
+			die("status under load: no reply for %d s", BENCH_REPLY_TIMEOUT_MS / 1000);
+		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			bconn_fill(st);
+			if ((l = bconn_line(st, &len)) != NULL) {
+				lat[done++] = now_ns() - t0;
+				waiting = false;
+				if ((reply = json_loadb(l, len, 0, &jerr)) == NULL ||
+				    !json_is_true(json_object_get(reply, "ok")))
+					die("status under load: a status request failed");
+				json_decref(reply);
+			}
+		}
+		if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+			bconn_fill(load);
+			/* Counted, not parsed: the status client must not wait on us. */
+			while ((l = bconn_line(load, &len)) != NULL) {
+				if (memmem(l, len, "\"ok\":false", 10) != NULL)
+					die("status under load: a request of the other client failed: %.*s",
+					    (int)(len > 200 ? 200 : len), l);
+				if (memmem(l, len, "\"event\"", 7) == NULL) {
+					inflight--;
+					answered_load++;
+				}
+			}
+		}
+	}
+	note("  the other client had %ld requests answered meanwhile (%ld stats, %ld list, "
+	    "%ld submits of %ld)", answered_load, ops[0], ops[1], ops[2], batch);
+	qsort(lat, (size_t)nstatus, sizeof *lat, cmp_u64);
+	row_add("status under load p50 (us)", "-", -1, "%.1f",
+	    (double)percentile(lat, (size_t)nstatus, 50) / 1e3);
+	row_add("status under load p99 (us)", "< 1000", (double)percentile(lat,
+	    (size_t)nstatus, 99) / 1e3 < BENCH_TARGET_P99_US, "%.1f",
+	    (double)percentile(lat, (size_t)nstatus, 99) / 1e3);
+	row_add("status under load max (us)", "-", -1, "%.1f", (double)lat[nstatus - 1] / 1e3);
+	row_add("  loader requests answered", "-", -1, "%ld", answered_load);
+	free(lat);
+	/* Let what is in flight end before the connection goes. */
+	while (inflight > 0) {
+		bconn_wait(load, POLLIN);
+		bconn_fill(load);
+		while ((l = bconn_line(load, &len)) != NULL)
+			if (memmem(l, len, "\"event\"", 7) == NULL)
+				inflight--;
+	}
+	bconn_close(load);
+	bconn_close(st);
+	free(subline.p);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -690,7 +827,7 @@ main(int argc, char **argv)
 	struct bconn **conns, *c;
 	char line[256], status_id[160] = "";
 	json_t *r, *plugins, *p;
-	double single_tps, batch_tps;
+	double single_tps, batch_tps, pad_tps;
 	long long queued, running, rss0, rss1;
 	uint64_t *lat;
 	size_t k;
@@ -765,7 +902,7 @@ main(int argc, char **argv)
 	}
 
 	/* 1. one task per submit, pipelined */
-	single_tps = bench_submit("submit single", conns, nclients, ntasks, 1, window,
+	single_tps = bench_submit("submit single", conns, nclients, ntasks, 1, window, 0,
 	    status_id, sizeof status_id);
 	row_add("submit, 1 task/request (tasks/s)", "-", -1, "%.0f%s", single_tps < 0 ?
 	    -single_tps : single_tps, single_tps < 0 ? " (rejects)" : "");
@@ -775,7 +912,7 @@ main(int argc, char **argv)
 
 	/* 2. batched submits */
 	batch_tps = bench_submit("submit batched", conns, nclients, ntasks, batch,
-	    window / batch > 2 ? window / batch : 2, NULL, 0);
+	    window / batch > 2 ? window / batch : 2, 0, NULL, 0);
 	snprintf(line, sizeof line, "submit, %ld tasks/request (tasks/s)", batch);
 	row_add(line, ">= 20000", batch_tps >= BENCH_TARGET_BATCH_TPS, "%.0f%s",
 	    batch_tps < 0 ? -batch_tps : batch_tps, batch_tps < 0 ? " (rejects)" : "");
@@ -808,6 +945,19 @@ main(int argc, char **argv)
 	row_add("status latency max (us)", "-", -1, "%.1f",
 	    (double)lat[nstatus - 1] / 1e3);
 	free(lat);
+
+	/* 3b. batched submits of tasks with 8 KiB payloads */
+	pad_tps = bench_submit("submit 8 KiB payloads", conns, nclients, ntasks / 2,
+	    BENCH_PAD_BATCH, 2, BENCH_PAD_BYTES, NULL, 0);
+	snprintf(line, sizeof line, "submit, %d x 8 KiB tasks/request (tasks/s)",
+	    BENCH_PAD_BATCH);
+	row_add(line, ">= 5000", pad_tps >= BENCH_TARGET_PAD_TPS, "%.0f%s",
+	    pad_tps < 0 ? -pad_tps : pad_tps, pad_tps < 0 ? " (rejects)" : "");
+	bench_health(c, &queued, &running);
+	bench_drain_row(c, queued + running);
+
+	/* 3c. status while another client pipelines stats, list and big submits */
+	bench_status_under_load(sock, status_id, nstatus, batch);
 
 	/* 4. memory with a deep queue */
 	if (nqueue > 0) {

@@ -1026,7 +1026,7 @@ cmd_list(const struct command *cmd, int argc, char **argv)
 			json_object_set_new(args, "state", json_string(optarg));
 		else if (ch == 'n')
 			json_object_set_new(args, "limit",
-			    json_integer(parse_long(cmd, "--limit", optarg, 1, 10000)));
+			    json_integer(parse_long(cmd, "--limit", optarg, 1, 1000)));
 		else
 			common_option(cmd, ch);
 	}

@@ -16,11 +16,14 @@
 #include "config.h"
 
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,24 +36,73 @@
 
 #include "kgymd.h"
 
+/* A refused client may take this long to read its error line and close. */
+#define CONTROL_LINGER_S	5
+/* Refused clients lingering at once; more get the short refusal. */
+#define CONTROL_REFUSED_MAX	64
+/* Lines of one connection answered in one turn of the loop, in microseconds. */
+#define CONTROL_TURN_US		300
+/* After a line this long, freed memory goes back to the system. */
+#define CONTROL_TRIM_BYTES	(1024 * 1024)
+
 static struct evconnlistener *control_listener;
 static char *control_path;
 static TAILQ_HEAD(, conn) control_conns = TAILQ_HEAD_INITIALIZER(control_conns);
-static size_t control_nconns;
+static size_t control_nconns;		/* served connections, not refused ones */
+static size_t control_nrefused;		/* refused ones still saying why */
+static size_t control_input;		/* sum of every connection's in_counted */
 static uint64_t control_serial;
 static void (*control_on_empty)(void);
+static int control_spare_fd = -1;	/* given up to accept and refuse at EMFILE */
+
+static void control_process(struct conn *conn);
+
+/*
+ * Come back to this connection on the next turn of the loop, after the
+ * loop has polled every socket: a zero timeout, not event_active(), since
+ * an event made active from its own callback runs again before any other
+ * client is read.
+ */
+static void
+control_later(struct conn *conn)
+{
+	static const struct timeval now = { 0, 0 };
+
+	evtimer_add(conn->resume_ev, &now);
+}
+
+/* Count the connection's input buffer in the global input budget. */
+static void
+control_account(struct conn *conn)
+{
+	size_t n = conn->bev != NULL ?
+	    evbuffer_get_length(bufferevent_get_input(conn->bev)) : 0;
+
+	control_input = control_input - conn->in_counted + n;
+	conn->in_counted = n;
+}
 
 static void
 control_conn_free(struct conn *conn)
 {
+	if (conn->pending != NULL)
+		ops_pending_free(conn);
 	if (conn->reap_ev != NULL)
 		event_free(conn->reap_ev);
+	if (conn->resume_ev != NULL)
+		event_free(conn->resume_ev);
+	if (conn->idle_ev != NULL)
+		event_free(conn->idle_ev);
 	wait_conn_gone(conn);
+	control_input -= conn->in_counted;
 	TAILQ_REMOVE(&control_conns, conn, entry);
-	control_nconns--;
+	if (conn->refused)
+		control_nrefused--;
+	else
+		control_nconns--;
 	bufferevent_free(conn->bev);
 	free(conn);
-	if (control_nconns == 0 && control_on_empty != NULL)
+	if (control_nconns == 0 && control_nrefused == 0 && control_on_empty != NULL)
 		control_on_empty();
 }
 
@@ -60,19 +112,51 @@ control_reap(evutil_socket_t fd, short what, void *arg)
 	control_conn_free(arg);
 }
 
-/* Send one line outside any request (refusals at accept time). */
-static void
-control_refuse(int fd, const char *code, const char *message)
+/*
+ * Did the peer close its socket, not just shut down its sending side?  A
+ * Unix stream socket whose peer is gone reports POLLHUP; one whose peer
+ * only called shutdown(SHUT_WR) reports POLLRDHUP alone.
+ */
+static bool
+control_peer_gone(struct conn *conn)
 {
-	json_t *reply = proto_reply_error(NULL, code, message);
-	size_t len;
-	char *line = proto_encode(reply, &len);
+	struct pollfd pfd = { .fd = bufferevent_getfd(conn->bev), .events = POLLOUT };
 
-	/* Best effort: the peer may already be gone; the socket is non-blocking. */
-	if (line != NULL && write(fd, line, len) < 0)
-		log_debug("refusal to fd %d not delivered: %s", fd, strerror(errno));
-	free(line);
-	json_decref(reply);
+	return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLERR)) != 0;
+}
+
+static void
+control_idle_arm(struct conn *conn)
+{
+	struct timeval tv = { .tv_sec = kgymd_config->idle_timeout_s };
+
+	if (conn->idle_ev != NULL)
+		evtimer_add(conn->idle_ev, &tv);
+}
+
+/*
+ * Nothing asked for idle_timeout: close, unless the connection is waiting
+ * for tasks or a request of it is still being served.  A half-closed client
+ * that waits is looked at again, so one that has closed since goes away.
+ */
+static void
+control_idle(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *conn = arg;
+
+	if (conn->peer_eof && control_peer_gone(conn)) {
+		log_debug("connection %llu: the client has gone; dropping its waits",
+		    (unsigned long long)conn->serial);
+		control_conn_free(conn);
+		return;
+	}
+	if (conn->nwaiters > 0 || conn->pending != NULL) {
+		control_idle_arm(conn);
+		return;
+	}
+	log_debug("connection %llu: idle for idle_timeout (%lld s); closing it",
+	    (unsigned long long)conn->serial, (long long)kgymd_config->idle_timeout_s);
+	control_conn_free(conn);
 }
 
 void
@@ -84,7 +168,7 @@ control_send(struct conn *conn, const json_t *reply)
 
 	if (conn == NULL || reply == NULL)
 		return;
-	if (conn->dropped)
+	if (conn->dropped || conn->peer_gone)
 		return;
 	out = bufferevent_get_output(conn->bev);
 	if (evbuffer_get_length(out) > kgymd_config->max_reply_backlog) {
@@ -111,6 +195,17 @@ control_send(struct conn *conn, const json_t *reply)
 	free(line);
 }
 
+/* Refuse the connection: one error line, then half-close and discard its input. */
+static void
+control_refuse_conn(struct conn *conn, const char *code, const char *message)
+{
+	json_t *reply = proto_reply_error(NULL, code, message);
+
+	control_send(conn, reply);
+	json_decref(reply);
+	conn->linger = true;
+}
+
 static void
 control_handle_line(struct conn *conn, const char *line, size_t len)
 {
@@ -132,7 +227,8 @@ control_handle_line(struct conn *conn, const char *line, size_t len)
 		return;
 	}
 	json_decref(id);
-	ops_dispatch(conn, &req);
+	if (ops_dispatch(conn, &req) > 0)
+		return;		/* ops.c goes on with it, and owns it */
 	stats_request(req.op, stats_now_us() - t0);
 	proto_request_clear(&req);
 }
@@ -145,53 +241,172 @@ control_handle_line(struct conn *conn, const char *line, size_t len)
 static void
 control_linger(struct conn *conn)
 {
-	struct timeval tv = { .tv_sec = 5 };
+	struct timeval tv = { .tv_sec = CONTROL_LINGER_S };
 
 	if (conn->half_closed)
 		return;
 	conn->half_closed = true;
 	shutdown(bufferevent_getfd(conn->bev), SHUT_WR);
 	bufferevent_set_timeouts(conn->bev, &tv, NULL);
+	bufferevent_setwatermark(conn->bev, EV_READ, 0, 0);
+	bufferevent_enable(conn->bev, EV_READ);
+	if (conn->idle_ev != NULL)
+		evtimer_del(conn->idle_ev);
+}
+
+/* Has this connection anything left to do: a line to answer, a wait, output? */
+static bool
+control_busy(struct conn *conn)
+{
+	return conn->pending != NULL || conn->nwaiters > 0 ||
+	    evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0 ||
+	    evbuffer_get_length(bufferevent_get_input(conn->bev)) > 0;
+}
+
+/* A client that stopped sending is closed once everything is answered. */
+static bool
+control_finish_if_done(struct conn *conn)
+{
+	if ((conn->peer_eof || conn->peer_gone) && !conn->linger && !control_busy(conn)) {
+		control_conn_free(conn);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * The next complete line, if any: the search starts where the last one
+ * stopped, so a long line arriving in pieces is scanned once, not once per
+ * piece.
+ */
+static char *
+control_next_line(struct conn *conn, size_t *ret_len, bool *ret_too_long)
+{
+	struct evbuffer *in = bufferevent_get_input(conn->bev);
+	struct evbuffer_ptr from, eol;
+	size_t max = kgymd_config->max_request_bytes, len = evbuffer_get_length(in);
+	char *line;
+
+	*ret_too_long = false;
+	if (conn->scanned > len)
+		conn->scanned = 0;
+	if (evbuffer_ptr_set(in, &from, conn->scanned, EVBUFFER_PTR_SET) < 0)
+		return NULL;
+	eol = evbuffer_search(in, "\n", 1, &from);
+	if (eol.pos < 0) {
+		conn->scanned = len;
+		*ret_too_long = len > max;
+		return NULL;
+	}
+	conn->scanned = 0;
+	if ((size_t)eol.pos > max) {
+		*ret_too_long = true;
+		return NULL;
+	}
+	if ((line = malloc((size_t)eol.pos + 1)) == NULL)
+		return NULL;
+	evbuffer_remove(in, line, (size_t)eol.pos);
+	evbuffer_drain(in, 1);
+	line[eol.pos] = '\0';
+	*ret_len = (size_t)eol.pos;
+	return line;
+}
+
+/*
+ * Answer buffered lines for at most CONTROL_TURN_US, then come back on the
+ * next loop turn for the rest: a client that pipelines thousands of
+ * requests takes its turn with the others instead of holding the loop, and
+ * the requests of one turn still share the scheduler's transactions.
+ */
+static void
+control_process(struct conn *conn)
+{
+	struct evbuffer *in = bufferevent_get_input(conn->bev);
+	uint64_t t0 = stats_now_us();
+	size_t len = 0;
+	bool too_long;
+	char msg[160];
+	char *line;
+
+	if (conn->linger || conn->closing) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		control_account(conn);
+		return;
+	}
+	if (conn->pending != NULL)
+		return;		/* control_resume() brings us back */
+	while ((line = control_next_line(conn, &len, &too_long)) != NULL) {
+		control_handle_line(conn, line, len);
+		free(line);
+		/* A big line's parse trees leave freed memory behind: give it back. */
+		if (len >= CONTROL_TRIM_BYTES)
+			malloc_trim(0);
+		control_idle_arm(conn);
+		control_account(conn);
+		if (control_finish_if_done(conn))
+			return;
+		if (conn->pending != NULL || conn->linger)
+			return;
+		if (stats_now_us() - t0 >= CONTROL_TURN_US) {
+			/* Our turn is over; the others' sockets first. */
+			if (evbuffer_get_length(in) > 0)
+				control_later(conn);
+			return;
+		}
+	}
+	if (too_long) {
+		snprintf(msg, sizeof msg, "request line exceeds max_request_bytes (%zu bytes)",
+		    kgymd_config->max_request_bytes);
+		control_refuse_conn(conn, "too_large", msg);
+	} else if (control_input > kgymd_config->max_input_bytes &&
+	    evbuffer_get_length(in) > 0) {
+		/*
+		 * Unfinished lines of all clients together passed the budget: this
+		 * client, whose bytes took it over, is turned away, so memory stays
+		 * bounded however many connections each hold a partial line.
+		 */
+		log_warnx("connection %llu: unfinished requests of all clients exceed "
+		    "max_input_bytes (%zu bytes); refusing this one",
+		    (unsigned long long)conn->serial, kgymd_config->max_input_bytes);
+		snprintf(msg, sizeof msg, "the daemon holds max_input_bytes (%zu bytes) of "
+		    "unfinished requests; send again later", kgymd_config->max_input_bytes);
+		control_refuse_conn(conn, "busy", msg);
+	} else {
+		/* A client that stopped sending will never finish this line. */
+		if (conn->peer_eof || conn->peer_gone) {
+			evbuffer_drain(in, evbuffer_get_length(in));
+			control_account(conn);
+		}
+		control_finish_if_done(conn);
+		return;
+	}
+	evbuffer_drain(in, evbuffer_get_length(in));
+	control_account(conn);
+	if (evbuffer_get_length(bufferevent_get_output(conn->bev)) == 0)
+		control_linger(conn);
 }
 
 static void
 control_read(struct bufferevent *bev, void *arg)
 {
 	struct conn *conn = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t max = kgymd_config->max_request_bytes, len;
-	struct evbuffer_ptr eol;
-	char *line;
-	json_t *reply;
-	char msg[128];
 
-	while (!conn->closing && !conn->linger) {
-		eol = evbuffer_search_eol(in, NULL, &len, EVBUFFER_EOL_LF);
-		if (eol.pos < 0) {
-			if (evbuffer_get_length(in) <= max)
-				return;
-			/* A line that has already outgrown the limit: refuse it now. */
-		} else if ((size_t)eol.pos <= max) {
-			line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF);
-			if (line == NULL)
-				return;
-			control_handle_line(conn, line, len);
-			free(line);
-			continue;
-		}
-		snprintf(msg, sizeof msg, "request line exceeds max_request_bytes (%zu bytes)", max);
-		reply = proto_reply_error(NULL, "too_large", msg);
-		control_send(conn, reply);
-		json_decref(reply);
-		conn->linger = true;
-	}
-	evbuffer_drain(in, evbuffer_get_length(in));
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
-		if (conn->closing)
-			control_conn_free(conn);
-		else
-			control_linger(conn);
-	}
+	control_account(conn);
+	control_process(conn);
+}
+
+static void
+control_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	control_process(arg);
+}
+
+void
+control_resume(struct conn *conn)
+{
+	control_idle_arm(conn);
+	if (!control_finish_if_done(conn))
+		control_later(conn);
 }
 
 static void
@@ -199,10 +414,12 @@ control_write(struct bufferevent *bev, void *arg)
 {
 	struct conn *conn = arg;
 
-	if (conn->closing || (conn->peer_eof && conn->nwaiters == 0))
+	if (conn->closing)
 		control_conn_free(conn);
 	else if (conn->linger)
 		control_linger(conn);
+	else
+		control_finish_if_done(conn);
 }
 
 static void
@@ -213,20 +430,125 @@ control_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_ERROR)
 		log_debug("connection %llu: %s", (unsigned long long)conn->serial,
 		    strerror(errno));
-	/*
-	 * A client that only shut down its sending side (echo ... | socat) still
-	 * reads: answer what it asked, waits included, then close.
-	 */
-	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && !conn->linger &&
-	    (conn->nwaiters > 0 ||
-	    evbuffer_get_length(bufferevent_get_output(bev)) > 0)) {
-		conn->peer_eof = true;
-		bufferevent_disable(bev, EV_READ);
+	if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
+		control_conn_free(conn);
 		return;
 	}
-	/* EOF, error or a lingering peer's timeout: its tasks go on, its waiters go away. */
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
-		control_conn_free(conn);
+	if (conn->linger) {
+		/* Refused: close once its error line is out. */
+		bufferevent_disable(bev, EV_READ);
+		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+			control_conn_free(conn);
+		else
+			conn->closing = true;
+		return;
+	}
+	if (!(what & BEV_EVENT_EOF))
+		return;
+	bufferevent_disable(bev, EV_READ);
+	if (control_peer_gone(conn)) {
+		/*
+		 * The client closed its socket: nobody will read a reply or an
+		 * event, so its waits go now (its tasks go on).  Lines it sent
+		 * before closing are still served: a submit still submits.
+		 */
+		conn->peer_gone = true;
+		wait_conn_gone(conn);
+		evbuffer_drain(bufferevent_get_output(bev),
+		    evbuffer_get_length(bufferevent_get_output(bev)));
+	} else {
+		/*
+		 * A client that only shut down its sending side (echo ... | socat)
+		 * still reads: answer what it asked, waits included, then close.
+		 */
+		conn->peer_eof = true;
+	}
+	if (!control_finish_if_done(conn) && conn->pending == NULL &&
+	    evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+		control_later(conn);
+}
+
+static struct conn *
+control_conn_new(int fd, const struct ucred *cred, bool refused)
+{
+	struct conn *conn;
+
+	if ((conn = calloc(1, sizeof *conn)) == NULL) {
+		close(fd);
+		return NULL;
+	}
+	TAILQ_INIT(&conn->waiters);
+	conn->bev = bufferevent_socket_new(kgymd_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (conn->bev == NULL) {
+		close(fd);
+		free(conn);
+		return NULL;
+	}
+	conn->reap_ev = event_new(kgymd_base, -1, 0, control_reap, conn);
+	conn->resume_ev = evtimer_new(kgymd_base, control_resume_cb, conn);
+	conn->idle_ev = refused ? NULL : evtimer_new(kgymd_base, control_idle, conn);
+	if (conn->reap_ev == NULL || conn->resume_ev == NULL ||
+	    (!refused && conn->idle_ev == NULL)) {
+		if (conn->reap_ev != NULL)
+			event_free(conn->reap_ev);
+		if (conn->resume_ev != NULL)
+			event_free(conn->resume_ev);
+		if (conn->idle_ev != NULL)
+			event_free(conn->idle_ev);
+		bufferevent_free(conn->bev);
+		free(conn);
+		return NULL;
+	}
+	conn->serial = ++control_serial;
+	conn->refused = refused;
+	conn->pid = cred->pid;
+	conn->uid = cred->uid;
+	conn->gid = cred->gid;
+	conn->admin = config_uid_admin(kgymd_config, cred->uid);
+	snprintf(conn->owner, sizeof conn->owner, "uid:%lu", (unsigned long)cred->uid);
+	TAILQ_INSERT_TAIL(&control_conns, conn, entry);
+	if (refused)
+		control_nrefused++;
+	else
+		control_nconns++;
+	bufferevent_setcb(conn->bev, control_read, control_write, control_event, conn);
+	return conn;
+}
+
+/*
+ * Refuse a client with one error line it can read.  While few refused
+ * clients linger, each gets a connection of its own that half-closes after
+ * the line and discards what the client sends until it closes (at most
+ * CONTROL_LINGER_S); past that, the line is written at once, the input read
+ * so far discarded, and the socket shut down before it is closed.
+ */
+static void
+control_refuse(int fd, const struct ucred *cred, const char *code, const char *message)
+{
+	json_t *reply;
+	struct conn *conn;
+	char buf[4096];
+	size_t len;
+	char *line;
+	int i;
+
+	if (control_nrefused < CONTROL_REFUSED_MAX &&
+	    (conn = control_conn_new(fd, cred, true)) != NULL) {
+		control_refuse_conn(conn, code, message);
+		bufferevent_enable(conn->bev, EV_WRITE);
+		return;
+	}
+	reply = proto_reply_error(NULL, code, message);
+	line = proto_encode(reply, &len);
+	for (i = 0; i < 16 && read(fd, buf, sizeof buf) > 0; i++)
+		;
+	/* Best effort: the peer may already be gone; the socket is non-blocking. */
+	if (line != NULL && write(fd, line, len) < 0)
+		log_debug("refusal to fd %d not delivered: %s", fd, strerror(errno));
+	shutdown(fd, SHUT_WR);
+	free(line);
+	json_decref(reply);
+	close(fd);
 }
 
 static void
@@ -236,7 +558,9 @@ control_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
 	struct ucred cred;
 	socklen_t clen = sizeof cred;
 	struct conn *conn;
-	char msg[128];
+	size_t limit = (size_t)kgymd_config->max_connections;
+	size_t reserve = (size_t)kgymd_config->admin_connections;
+	char msg[160];
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
 	    clen != sizeof cred) {
@@ -250,54 +574,62 @@ control_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
 		    (long)cred.pid, (unsigned long)cred.uid, (unsigned long)cred.gid);
 		snprintf(msg, sizeof msg, "uid %lu is not allowed to use this daemon",
 		    (unsigned long)cred.uid);
-		control_refuse(fd, "forbidden", msg);
-		close(fd);
+		control_refuse(fd, &cred, "forbidden", msg);
 		return;
 	}
-	if (control_nconns >= (size_t)kgymd_config->max_connections) {
-		log_warnx("control: refused a connection: max_connections (%d) reached",
-		    kgymd_config->max_connections);
-		snprintf(msg, sizeof msg, "the daemon has max_connections (%d) clients",
-		    kgymd_config->max_connections);
-		control_refuse(fd, "too_many_connections", msg);
-		close(fd);
+	/* The last admin_connections places are kept for admins. */
+	if (reserve >= limit)
+		reserve = limit - 1;
+	if (control_nconns >= limit ||
+	    (control_nconns >= limit - reserve && !config_uid_admin(kgymd_config, cred.uid))) {
+		log_warnx("control: refused a connection of uid %lu: max_connections (%d) reached%s",
+		    (unsigned long)cred.uid, kgymd_config->max_connections,
+		    control_nconns < limit ? " for non-admin peers" : "");
+		snprintf(msg, sizeof msg, "the daemon has max_connections (%d) clients%s",
+		    kgymd_config->max_connections, control_nconns < limit ?
+		    " (the rest are kept for admins)" : "");
+		control_refuse(fd, &cred, "too_many_connections", msg);
 		return;
 	}
-	if ((conn = calloc(1, sizeof *conn)) == NULL) {
-		close(fd);
+	if ((conn = control_conn_new(fd, &cred, false)) == NULL)
 		return;
-	}
-	conn->bev = bufferevent_socket_new(kgymd_base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (conn->bev == NULL) {
-		close(fd);
-		free(conn);
-		return;
-	}
-	if ((conn->reap_ev = event_new(kgymd_base, -1, 0, control_reap, conn)) == NULL) {
-		bufferevent_free(conn->bev);
-		free(conn);
-		return;
-	}
-	conn->serial = ++control_serial;
-	conn->pid = cred.pid;
-	conn->uid = cred.uid;
-	conn->gid = cred.gid;
-	conn->admin = config_uid_admin(kgymd_config, cred.uid);
-	TAILQ_INSERT_TAIL(&control_conns, conn, entry);
-	control_nconns++;
-	bufferevent_setcb(conn->bev, control_read, control_write, control_event, conn);
 	/* Stop reading once one unfinished line has passed the limit. */
 	bufferevent_setwatermark(conn->bev, EV_READ, 0, kgymd_config->max_request_bytes + 2);
 	bufferevent_enable(conn->bev, EV_READ | EV_WRITE);
+	control_idle_arm(conn);
 	log_debug("connection %llu: pid %ld uid %lu%s", (unsigned long long)conn->serial,
 	    (long)cred.pid, (unsigned long)cred.uid, conn->admin ? " (admin)" : "");
 }
 
+/*
+ * Out of file descriptors (EMFILE, ENFILE): the waiting client would stay
+ * in the backlog, and the listener would wake the loop again at once.  Give
+ * up the spare descriptor, accept the client, tell it why, and take the
+ * spare back.
+ */
 static void
 control_accept_error(struct evconnlistener *l, void *arg)
 {
-	/* EMFILE and friends: log and keep listening; the loop retries. */
+	struct ucred cred = { 0 };
+	socklen_t clen = sizeof cred;
+	int err = errno, fd;
+
 	log_warn("control: accept failed");
+	if ((err != EMFILE && err != ENFILE) || control_spare_fd < 0)
+		return;
+	close(control_spare_fd);
+	control_spare_fd = -1;
+	fd = accept4(evconnlistener_get_fd(l), NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd >= 0) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
+			memset(&cred, 0, sizeof cred);
+		/* No room for a lingering connection: the short refusal. */
+		control_nrefused += CONTROL_REFUSED_MAX;
+		control_refuse(fd, &cred, "too_many_connections",
+		    "the daemon is out of file descriptors");
+		control_nrefused -= CONTROL_REFUSED_MAX;
+	}
+	control_spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
 static int
@@ -311,6 +643,8 @@ control_start(int fd, char **ret_cause)
 		return -EIO;
 	}
 	evconnlistener_set_error_cb(control_listener, control_accept_error);
+	if (control_spare_fd < 0)
+		control_spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	return 0;
 }
 
@@ -396,6 +730,10 @@ control_close(void)
 		evconnlistener_free(control_listener);
 		control_listener = NULL;
 	}
+	if (control_spare_fd >= 0) {
+		close(control_spare_fd);
+		control_spare_fd = -1;
+	}
 	if (control_path != NULL) {
 		unlink(control_path);
 		free(control_path);
@@ -427,7 +765,7 @@ control_flush_and_close(void (*done)(void))
 		if (evbuffer_get_length(bufferevent_get_output(conn->bev)) == 0)
 			control_conn_free(conn);
 	}
-	if (control_nconns == 0)
+	if (control_nconns == 0 && control_nrefused == 0)
 		done();
 }
 
@@ -435,4 +773,16 @@ size_t
 control_connections(void)
 {
 	return control_nconns;
+}
+
+bool
+control_may_see(const struct conn *conn, const char *owner)
+{
+	return conn->admin || (owner != NULL && strcmp(owner, conn->owner) == 0);
+}
+
+size_t
+control_input_bytes(void)
+{
+	return control_input;
 }

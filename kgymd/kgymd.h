@@ -32,6 +32,8 @@ struct evbuffer;
 #define KGYM_PROTOCOL_VERSION	1
 #define KGYM_TASK_ID_MAX	128	/* bytes; [A-Za-z0-9._:-] */
 #define KGYM_NAME_MAX		64	/* workflow / plugin names */
+#define KGYM_OWNER_MAX		200	/* "uid:N" or "uid:N:identity" */
+#define PROTO_TIMEOUT_MIN_S	0.001	/* the shortest timeout_s a task may ask */
 
 /* ------------------------------------------------------------------ log.c */
 /* Logging to stderr (foreground / journald) with a level filter. */
@@ -87,8 +89,11 @@ struct config {
 	int max_running_tasks;		/* tasks dispatched at once */
 	int max_queued_tasks;		/* back-pressure: queue_full beyond this */
 	size_t max_request_bytes;	/* one request line */
+	size_t max_input_bytes;		/* unfinished input of all connections */
 	size_t max_reply_backlog;	/* unsent replies before a client is dropped */
 	int max_connections;
+	int admin_connections;		/* of max_connections, kept for admins */
+	int64_t idle_timeout_s;		/* no request, no wait: closed */
 	int max_batch_tasks;		/* tasks in one submit */
 	int max_attempts;		/* dispatches before SYSTEM_ERROR */
 	int64_t result_ttl_s;		/* terminal tasks pruned after this */
@@ -267,6 +272,7 @@ struct store_row {
 	char *error_code;		/* NULL when none */
 	char *error_message;
 	char *result;			/* JSON text, NULL while not terminal */
+	char *owner;			/* "uid:N"; "" for rows older than owners */
 };
 
 struct store *store_open(const char *path, bool sync_full, char **ret_cause);
@@ -307,13 +313,18 @@ int	store_recover(struct store *store, int max_attempts, int64_t now_ms,
 	    int (*cb)(const struct store_row *row, void *arg), void *arg,
 	    int *ret_failed);
 /*
- * Rows newest first (seq descending), all states or one, at most `limit`.
- * payload and result are left NULL to keep listings cheap.
+ * Rows newest first (seq descending), all states or one (-1: all), of one
+ * owner or all (NULL), with seq below before_seq (<= 0: no bound), at most
+ * `limit`.  payload and result are left NULL to keep listings cheap.
  */
-int	store_list(struct store *store, int state, int limit,
-	    int (*cb)(const struct store_row *row, void *arg), void *arg);
-/* Delete terminal rows finished before `before_ms`; *ret_n how many. */
-int	store_prune(struct store *store, int64_t before_ms, int *ret_n);
+int	store_list(struct store *store, int state, const char *owner, int64_t before_seq,
+	    int limit, int (*cb)(const struct store_row *row, void *arg), void *arg);
+/*
+ * Delete terminal rows finished before `before_ms`; *ret_n how many, and
+ * ret_by_state[state] how many of each state (either may be NULL).
+ */
+int	store_prune(struct store *store, int64_t before_ms, int *ret_n,
+	    int64_t ret_by_state[TASK__STATE_COUNT]);
 /* counts[state] for every state. */
 int	store_count(struct store *store, int64_t counts[TASK__STATE_COUNT]);
 void	store_row_free(struct store_row *row);
@@ -433,6 +444,7 @@ struct task {
 	uint64_t enqueued_us;		/* monotonic, for queue latency */
 	uint64_t started_us;		/* monotonic */
 	char *workflow;
+	char *owner;			/* "uid:N", who may see and cancel it */
 	struct plugin *wf;		/* resolved at dispatch */
 	json_t *payload;		/* loaded at dispatch, NULL while queued */
 	void *plugin_data;
@@ -470,12 +482,14 @@ void	sched_init(void);
 void	sched_free(void);
 int	sched_batch_begin(void);
 /*
- * Add one checked task to the open batch.  An existing id returns its
- * current state with *ret_existing = true.  -ENOSPC: the queue is full.
- * ret_id receives the task's id (assigned when the spec has none).
+ * Add one checked task of `owner` to the open batch.  An existing id returns
+ * its current state with *ret_existing = true and its owner in *ret_owner
+ * (borrowed until the next call).  -ENOSPC: the queue is full.  ret_id
+ * receives the task's id (assigned when the spec has none).
  */
-int	sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
-	    enum task_state *ret_state, bool *ret_existing, char **ret_cause);
+int	sched_submit(const struct task_spec *spec, const char *owner, char *ret_id,
+	    size_t idlen, enum task_state *ret_state, bool *ret_existing,
+	    const char **ret_owner, char **ret_cause);
 /* Commit the batch and queue its tasks; on failure none of them exists. */
 int	sched_batch_commit(char **ret_cause);
 /* Queue a row read back from the store at start-up. */
@@ -536,6 +550,8 @@ size_t	wait_count(void);
  * credentials, size limits.  Requests are handed to ops_dispatch().
  */
 
+struct ops_pending;
+
 struct conn {
 	struct bufferevent *bev;
 	uint64_t serial;
@@ -543,13 +559,22 @@ struct conn {
 	uid_t uid;
 	gid_t gid;
 	bool admin;
+	char owner[KGYM_OWNER_MAX + 1];	/* "uid:N": who its tasks belong to */
+	bool refused;			/* refused at accept: only its error line */
 	bool closing;			/* close once the output is flushed */
-	bool linger;			/* refused (too_large): half-close, discard input */
+	bool linger;			/* refused (too_large, busy): half-close, discard input */
 	bool half_closed;
 	bool peer_eof;			/* the client stopped sending; close once answered */
+	bool peer_gone;			/* the client closed: no replies, no waits */
 	bool dropped;			/* too slow a reader: being freed by reap_ev */
 	struct event *reap_ev;		/* frees the connection from its own event */
+	struct event *resume_ev;	/* the next buffered line, on the next loop turn */
+	struct event *idle_ev;		/* idle_timeout */
+	size_t in_counted;		/* its input bytes counted in max_input_bytes */
+	size_t scanned;			/* input bytes known to hold no newline */
+	struct ops_pending *pending;	/* a request spread over loop turns (big submit) */
 	int nwaiters;
+	TAILQ_HEAD(, waiter) waiters;	/* wait.c's, dropped with the connection */
 	TAILQ_ENTRY(conn) entry;
 };
 
@@ -565,17 +590,35 @@ void	control_free_all(void);
 void	control_flush_and_close(void (*done)(void));
 /* Queue one reply (does not steal). */
 void	control_send(struct conn *conn, const json_t *reply);
+/* ops.c's request spread over loop turns has ended: read the next line. */
+void	control_resume(struct conn *conn);
 size_t	control_connections(void);
+/* May this client see a task of `owner`?  Admins see all; others their own. */
+bool	control_may_see(const struct conn *conn, const char *owner);
+/* Unfinished input held for all connections (max_input_bytes). */
+size_t	control_input_bytes(void);
 
 /* ------------------------------------------------------------------ ops.c */
 /* The op handlers (one per protocol op) and their permission table. */
 
-void	ops_dispatch(struct conn *conn, struct request *req);
+/*
+ * Answer one request: 0 when it is answered; 1 when it goes on over later
+ * loop turns (a big submit, stored in slices so that no request holds the
+ * loop): ops.c then owns *req, the connection reads no further line, and
+ * ops.c calls control_resume() once the reply is sent.
+ */
+int	ops_dispatch(struct conn *conn, struct request *req);
+/* The connection is going away: abandon its request in progress. */
+void	ops_pending_free(struct conn *conn);
 
 /* ---------------------------------------------------------------- stats.c */
 /* Counters and latency histograms for `stats` and sd_notify STATUS=. */
 
 void	stats_init(void);
+/* The store's terminal rows by state, counted once at start-up. */
+void	stats_set_stored(const int64_t counts[TASK__STATE_COUNT]);
+/* Terminal rows pruned, by state. */
+void	stats_pruned(const int64_t counts[TASK__STATE_COUNT]);
 void	stats_task_submitted(void);
 void	stats_task_done(enum task_state state, uint64_t queue_us, uint64_t run_us);
 void	stats_request(enum proto_op op, uint64_t us);
@@ -677,6 +720,7 @@ struct worker {
 	char *timed_out_phase;
 	double timed_out_after;
 	int start_failures;
+	int64_t oom_kills;		/* the kernel's OOM kill count when its job began */
 	char last_log[256];
 	uint64_t started_us;
 	json_t *hello;

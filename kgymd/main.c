@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include <sys/stat.h>
 
@@ -36,6 +37,8 @@
 
 #define KGYMD_DEFAULT_CONFIG	KGYM_SYSCONFDIR "/kgymd.conf"
 #define KGYMD_PRUNE_INTERVAL_S	60
+/* Descriptors beyond max_connections: workers, the store, refused clients. */
+#define KGYMD_SPARE_FDS		1024
 
 struct event_base *kgymd_base;
 struct config *kgymd_config;
@@ -46,6 +49,8 @@ static bool kgymd_is_draining;
 static bool kgymd_is_stopping;
 static struct event *kgymd_grace_ev;
 static struct event *kgymd_prune_ev;
+
+static void kgymd_raise_nofile(void);
 
 static void
 usage(FILE *f)
@@ -173,6 +178,7 @@ kgymd_reload(const char *path)
 		return;
 	}
 	config_apply_reload(kgymd_config, next);
+	kgymd_raise_nofile();
 	config_free(next);
 	log_set_level(kgymd_config->log_level);
 	log_info("configuration reloaded from %s", path);
@@ -194,17 +200,48 @@ kgymd_signal(evutil_socket_t sig, short what, void *arg)
 	}
 }
 
+/*
+ * Each client is a descriptor: lift the soft RLIMIT_NOFILE (1024 under
+ * systemd) so that max_connections clients, the refused ones being told
+ * why, the workers' channels and the store fit, or say how many fit.
+ */
+static void
+kgymd_raise_nofile(void)
+{
+	rlim_t want = (rlim_t)kgymd_config->max_connections + KGYMD_SPARE_FDS;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_warn("getrlimit(RLIMIT_NOFILE)");
+		return;
+	}
+	if (rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		log_warn("setrlimit(RLIMIT_NOFILE, %llu)", (unsigned long long)rl.rlim_cur);
+	if (rl.rlim_cur < want)
+		log_warnx("the open-file limit (%llu) is below max_connections (%d) + %d: "
+		    "clients past it are refused with too_many_connections",
+		    (unsigned long long)rl.rlim_cur, kgymd_config->max_connections,
+		    KGYMD_SPARE_FDS);
+}
+
 static void
 kgymd_prune(evutil_socket_t fd, short what, void *arg)
 {
 	struct timeval tv = { .tv_sec = KGYMD_PRUNE_INTERVAL_S };
 	int64_t before = stats_wall_ms() - kgymd_config->result_ttl_s * 1000;
+	int64_t by_state[TASK__STATE_COUNT];
 	int n = 0;
 
-	if (store_prune(kgymd_store, before, &n) < 0)
+	if (store_prune(kgymd_store, before, &n, by_state) < 0)
 		log_warnx("pruning old results failed");
-	else if (n > 0)
-		log_info("pruned %d results older than result_ttl", n);
+	else {
+		stats_pruned(by_state);
+		if (n > 0)
+			log_info("pruned %d results older than result_ttl", n);
+	}
 	notify_status("%zu queued, %zu running", sched_queued(), sched_running());
 	evtimer_add(kgymd_prune_ev, &tv);
 }
@@ -250,6 +287,7 @@ kgymd_restore_row(const struct store_row *row, void *arg)
 static void
 kgymd_open_store(void)
 {
+	int64_t counts[TASK__STATE_COUNT];
 	char *path, *cause = NULL;
 	int restored = 0, failed = 0;
 
@@ -277,6 +315,10 @@ kgymd_open_store(void)
 	if (restored > 0 || failed > 0)
 		log_info("recovered %d queued tasks; %d failed after max_attempts", restored,
 		    failed);
+	/* The one count of the whole store: stats follows it from here on. */
+	if (store_count(kgymd_store, counts) < 0)
+		fatalx("task store: cannot count its tasks");
+	stats_set_stored(counts);
 }
 
 static void
@@ -364,6 +406,7 @@ main(int argc, char **argv)
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		log_warn("prctl(PR_SET_DUMPABLE)");
 
+	kgymd_raise_nofile();
 	if ((kgymd_base = event_base_new()) == NULL)
 		fatalx("cannot create the event loop");
 	stats_init();

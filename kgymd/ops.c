@@ -15,11 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "kgymd.h"
 
 #define OPS_LIST_DEFAULT	100
-#define OPS_LIST_MAX		10000
+#define OPS_LIST_MAX		1000	/* a page; more with `before` */
 #define OPS_WAIT_MAX_IDS	100000
+/* A submit is stored in slices of about this long (microseconds). */
+#define OPS_SLICE_US		200
 
 struct ops_entry {
 	void (*handler)(struct conn *, struct request *, json_t *reply);
@@ -105,90 +109,246 @@ ops_rejection(size_t index, const char *code, const char *message)
 	    "code", code, "message", message);
 }
 
+/*
+ * A submit is stored in slices of at most OPS_SLICE_US, each slice its own
+ * transaction, with a turn of the loop between slices: a 10,000-task batch
+ * does not make every other client wait for it.  Each slice is durable
+ * before the next one starts, and nothing is said "accepted" before the
+ * commit of its slice.  A slice whose commit fails takes its tasks back
+ * (rejected "internal") and the rest of the batch is refused; when that is
+ * the first slice, the whole request is answered "internal", as it was when
+ * a batch was one transaction.
+ */
+/* The next slice after the loop has polled every socket (see control.c). */
+static const struct timeval ops_next_turn = { 0, 0 };
+
+struct ops_pending {
+	struct conn *conn;
+	struct request req;		/* owned */
+	json_t *reply, *accepted, *rejected;
+	json_t *one, *many;
+	size_t next, n;
+	bool wait;
+	char *store_failure;		/* why the store refused a slice */
+	uint64_t t0;
+	struct event *ev;
+};
+
 static void
-ops_submit(struct conn *conn, struct request *req, json_t *reply)
+ops_pending_destroy(struct ops_pending *p)
+{
+	if (p == NULL)
+		return;
+	if (p->ev != NULL)
+		event_free(p->ev);
+	json_decref(p->reply);
+	json_decref(p->accepted);
+	json_decref(p->rejected);
+	proto_request_clear(&p->req);
+	free(p->store_failure);
+	free(p);
+}
+
+void
+ops_pending_free(struct conn *conn)
+{
+	ops_pending_destroy(conn->pending);
+	conn->pending = NULL;
+}
+
+/* Turn this slice's accepted entries, and every task not yet looked at, into rejections. */
+static void
+ops_submit_fail(struct ops_pending *p, size_t slice_first, const char *cause)
+{
+	json_t *a;
+
+	if (p->store_failure == NULL)
+		p->store_failure = strdup(cause);
+	while (json_array_size(p->accepted) > slice_first) {
+		a = json_array_get(p->accepted, slice_first);
+		json_array_append_new(p->rejected, ops_rejection((size_t)json_integer_value(
+		    json_object_get(a, "index")), "internal", cause));
+		json_array_remove(p->accepted, slice_first);
+	}
+	for (; p->next < p->n; p->next++)
+		json_array_append_new(p->rejected, ops_rejection(p->next, "internal", cause));
+}
+
+/* One slice; true when the whole submit has been looked at. */
+static bool
+ops_submit_slice(struct ops_pending *p)
 {
 	struct proto_error err = { 0 };
 	struct task_spec spec;
-	json_t *one = json_object_get(req->root, "task"), *many = NULL, *tasks;
-	json_t *accepted, *rejected, *task;
-	const char **wait_ids = NULL;
-	size_t i, n, nwait = 0;
+	const char *owner;
 	enum task_state state;
-	char id[KGYM_TASK_ID_MAX + 1];
+	char id[KGYM_TASK_ID_MAX + 1], msg[KGYM_TASK_ID_MAX + 64];
+	uint64_t start = stats_now_us();
+	size_t slice_first = json_array_size(p->accepted);
 	char *cause = NULL;
-	bool wait = false, existing;
+	bool existing;
+	json_t *task;
 	int error;
 
-	if (proto_get_array(req->root, "tasks", false, &many, &err) < 0 ||
-	    proto_get_bool(req->root, "wait", false, &wait, &err) < 0)
-		return ops_bad(conn, req, &err);
-	if ((one == NULL) == (many == NULL))
-		return ops_error(conn, req, "bad_request",
-		    "give exactly one of the fields 'task' (an object) or 'tasks' (an array)");
-	if (one != NULL && !json_is_object(one))
-		return ops_error(conn, req, "bad_request", "field 'task': expected an object");
-	n = one != NULL ? 1 : json_array_size(many);
-	if (n > (size_t)kgymd_config->max_batch_tasks)
-		return ops_error(conn, req, "bad_request",
-		    "field 'tasks': %zu tasks exceed max_batch_tasks (%d)", n,
-		    kgymd_config->max_batch_tasks);
-	if (kgymd_draining())
-		return ops_error(conn, req, "draining",
-		    "the daemon is draining or stopping and accepts no new tasks");
+	if (sched_batch_begin() < 0) {
+		ops_submit_fail(p, slice_first, "the task store could not start a transaction");
+		return true;
+	}
+	while (p->next < p->n) {
+		size_t i = p->next++;
 
-	accepted = json_array();
-	rejected = json_array();
-	if (wait && n > 0 && (wait_ids = calloc(n, sizeof *wait_ids)) == NULL)
-		goto internal;
-	if (sched_batch_begin() < 0)
-		goto internal;
-	for (i = 0; i < n; i++) {
-		task = one != NULL ? one : json_array_get(many, i);
+		task = p->one != NULL ? p->one : json_array_get(p->many, i);
 		if (ops_check_task(task, &spec, &err) < 0) {
-			json_array_append_new(rejected, ops_rejection(i, err.code, err.message));
+			json_array_append_new(p->rejected, ops_rejection(i, err.code, err.message));
 			continue;
 		}
-		error = sched_submit(&spec, id, sizeof id, &state, &existing, &cause);
+		owner = NULL;
+		error = sched_submit(&spec, p->conn->owner, id, sizeof id, &state, &existing,
+		    &owner, &cause);
 		if (error == -ENOSPC) {
-			json_array_append_new(rejected, ops_rejection(i, "queue_full",
+			json_array_append_new(p->rejected, ops_rejection(i, "queue_full",
 			    cause != NULL ? cause : "the queue is full"));
 		} else if (error < 0) {
-			json_array_append_new(rejected, ops_rejection(i, "internal",
+			json_array_append_new(p->rejected, ops_rejection(i, "internal",
 			    cause != NULL ? cause : strerror(-error)));
+		} else if (existing && !control_may_see(p->conn, owner)) {
+			/* Another client's id: neither its state nor its result is ours. */
+			snprintf(msg, sizeof msg, "task_id '%s' belongs to another client", id);
+			json_array_append_new(p->rejected, ops_rejection(i, "forbidden", msg));
 		} else {
-			json_array_append_new(accepted, json_pack("{s:I, s:s, s:s, s:b}",
+			json_array_append_new(p->accepted, json_pack("{s:I, s:s, s:s, s:b}",
 			    "index", (json_int_t)i, "task_id", id,
 			    "state", proto_state_name(state), "existing", existing));
 		}
 		free(cause);
 		cause = NULL;
+		if (stats_now_us() - start >= OPS_SLICE_US)
+			break;
 	}
 	/* Durable before we say "accepted". */
 	if (sched_batch_commit(&cause) < 0) {
-		ops_error(conn, req, "internal", "%s", cause != NULL ? cause : "store failure");
+		ops_submit_fail(p, slice_first, cause != NULL ? cause : "store failure");
 		free(cause);
-		goto out;
+		return true;
 	}
-	json_object_set_new(reply, "accepted", accepted);
-	json_object_set_new(reply, "rejected", rejected);
-	accepted = rejected = NULL;
-	control_send(conn, reply);
-	if (wait) {
-		tasks = json_object_get(reply, "accepted");
-		for (i = 0; i < json_array_size(tasks); i++)
-			wait_ids[nwait++] = json_string_value(json_object_get(
-			    json_array_get(tasks, i), "task_id"));
-		if (wait_add(conn, req->id, wait_ids, nwait, -1, false) < 0)
-			ops_error(conn, req, "internal", "cannot register the wait");
+	return p->next >= p->n;
+}
+
+/* Send the reply, and register the wait. */
+static void
+ops_submit_finish(struct ops_pending *p)
+{
+	struct conn *conn = p->conn;
+	const char **wait_ids = NULL;
+	const json_t *a;
+	size_t i, nwait = 0;
+
+	/* The store failed before anything was accepted: the request failed. */
+	if (p->store_failure != NULL && json_array_size(p->accepted) == 0) {
+		ops_error(conn, &p->req, "internal", "%s", p->store_failure);
+		return;
 	}
-	goto out;
-internal:
-	ops_error(conn, req, "internal", "cannot start a submission (see the daemon log)");
-out:
+	json_object_set(p->reply, "accepted", p->accepted);
+	json_object_set(p->reply, "rejected", p->rejected);
+	control_send(conn, p->reply);
+	if (!p->wait)
+		return;
+	if (json_array_size(p->accepted) > 0 &&
+	    (wait_ids = calloc(json_array_size(p->accepted), sizeof *wait_ids)) == NULL) {
+		ops_error(conn, &p->req, "internal", "cannot register the wait");
+		return;
+	}
+	for (i = 0; i < json_array_size(p->accepted); i++) {
+		a = json_array_get(p->accepted, i);
+		wait_ids[nwait++] = json_string_value(json_object_get(a, "task_id"));
+	}
+	if (wait_add(conn, p->req.id, wait_ids, nwait, -1, false) < 0)
+		ops_error(conn, &p->req, "internal", "cannot register the wait");
 	free(wait_ids);
-	json_decref(accepted);
-	json_decref(rejected);
+}
+
+static void
+ops_submit_continue(evutil_socket_t fd, short what, void *arg)
+{
+	struct ops_pending *p = arg;
+	struct conn *conn = p->conn;
+
+	if (!ops_submit_slice(p)) {
+		evtimer_add(p->ev, &ops_next_turn);
+		return;
+	}
+	ops_submit_finish(p);
+	stats_request(OP_SUBMIT, stats_now_us() - p->t0);
+	conn->pending = NULL;
+	ops_pending_destroy(p);
+	control_resume(conn);
+}
+
+static int
+ops_submit(struct conn *conn, struct request *req, json_t *reply)
+{
+	struct proto_error err = { 0 };
+	json_t *one = json_object_get(req->root, "task"), *many = NULL;
+	struct ops_pending *p;
+	bool wait = false;
+	size_t n;
+
+	if (proto_get_array(req->root, "tasks", false, &many, &err) < 0 ||
+	    proto_get_bool(req->root, "wait", false, &wait, &err) < 0) {
+		ops_bad(conn, req, &err);
+		return 0;
+	}
+	if ((one == NULL) == (many == NULL)) {
+		ops_error(conn, req, "bad_request",
+		    "give exactly one of the fields 'task' (an object) or 'tasks' (an array)");
+		return 0;
+	}
+	if (one != NULL && !json_is_object(one)) {
+		ops_error(conn, req, "bad_request", "field 'task': expected an object");
+		return 0;
+	}
+	n = one != NULL ? 1 : json_array_size(many);
+	if (n > (size_t)kgymd_config->max_batch_tasks) {
+		ops_error(conn, req, "bad_request",
+		    "field 'tasks': %zu tasks exceed max_batch_tasks (%d)", n,
+		    kgymd_config->max_batch_tasks);
+		return 0;
+	}
+	if (kgymd_draining()) {
+		ops_error(conn, req, "draining",
+		    "the daemon is draining or stopping and accepts no new tasks");
+		return 0;
+	}
+	if ((p = calloc(1, sizeof *p)) == NULL) {
+		ops_error(conn, req, "internal", "out of memory");
+		return 0;
+	}
+	p->conn = conn;
+	p->req = *req;			/* borrowed until it goes on */
+	p->reply = json_incref(reply);
+	p->accepted = json_array();
+	p->rejected = json_array();
+	p->one = one;
+	p->many = many;
+	p->n = n;
+	p->wait = wait;
+	p->t0 = stats_now_us();
+	if (!ops_submit_slice(p)) {
+		/* More than a slice: go on over the next turns of the loop. */
+		if ((p->ev = evtimer_new(kgymd_base, ops_submit_continue, p)) == NULL) {
+			while (!ops_submit_slice(p))
+				;
+		} else {
+			memset(req, 0, sizeof *req);	/* ours now */
+			conn->pending = p;
+			evtimer_add(p->ev, &ops_next_turn);
+			return 1;
+		}
+	}
+	ops_submit_finish(p);
+	memset(&p->req, 0, sizeof p->req);	/* still the caller's */
+	ops_pending_destroy(p);
+	return 0;
 }
 
 static int
@@ -228,6 +388,11 @@ ops_get_row(struct conn *conn, struct request *req, const char *id,
 {
 	int error = store_get(kgymd_store, id, ret_row);
 
+	/* Another client's task is not found: its existence is not ours to learn. */
+	if (error == 0 && !control_may_see(conn, (*ret_row)->owner)) {
+		store_row_free(*ret_row);
+		error = -ENOENT;
+	}
 	if (error == -ENOENT)
 		ops_error(conn, req, "not_found", "no task with task_id '%.128s'", id);
 	else if (error < 0)
@@ -304,6 +469,25 @@ ops_wait(struct conn *conn, struct request *req, json_t *reply)
 	free(list);
 }
 
+/* May this client see (and cancel) task `id`?  Unknown ids say yes: sched says not_found. */
+static bool
+ops_task_visible(struct conn *conn, const char *id)
+{
+	struct store_row *row = NULL;
+	struct task *task;
+	bool visible;
+
+	if (conn->admin)
+		return true;
+	if ((task = task_index_find(id)) != NULL)
+		return control_may_see(conn, task->owner);
+	if (store_get(kgymd_store, id, &row) < 0)
+		return true;
+	visible = control_may_see(conn, row->owner);
+	store_row_free(row);
+	return visible;
+}
+
 static void
 ops_cancel(struct conn *conn, struct request *req, json_t *reply)
 {
@@ -313,6 +497,8 @@ ops_cancel(struct conn *conn, struct request *req, json_t *reply)
 
 	if (ops_task_id(conn, req, &id) < 0)
 		return;
+	if (!ops_task_visible(conn, id))
+		return ops_error(conn, req, "not_found", "no task with task_id '%.128s'", id);
 	error = sched_cancel(id, &state);
 	if (error == -ENOENT)
 		return ops_error(conn, req, "not_found", "no task with task_id '%.128s'", id);
@@ -324,39 +510,55 @@ ops_cancel(struct conn *conn, struct request *req, json_t *reply)
 	control_send(conn, reply);
 }
 
+struct ops_list_page {
+	json_t *tasks;
+	int64_t last_seq;
+};
+
 static int
 ops_list_row(const struct store_row *row, void *arg)
 {
+	struct ops_list_page *page = arg;
 	json_t *o = json_object();
 
 	ops_row_fields(o, row);
 	json_object_del(o, "error_message");
-	json_array_append_new(arg, o);
+	json_array_append_new(page->tasks, o);
+	page->last_seq = row->seq;
 	return 0;
 }
 
+/*
+ * A page of at most `limit` tasks, newest first, walked from an index; the
+ * reply's `next` (when the page is full) is the `before` of the next page.
+ * Admins list every task; any other client its own.
+ */
 static void
 ops_list(struct conn *conn, struct request *req, json_t *reply)
 {
 	struct proto_error err = { 0 };
+	struct ops_list_page page = { 0 };
 	const char *state_name = NULL;
-	int64_t limit = OPS_LIST_DEFAULT;
+	int64_t limit = OPS_LIST_DEFAULT, before = 0;
 	int state = -1;
-	json_t *tasks;
 
 	if (proto_get_string(req->root, "state", false, &state_name, &err) < 0 ||
-	    proto_get_int(req->root, "limit", false, 1, OPS_LIST_MAX, &limit, &err) < 0)
+	    proto_get_int(req->root, "limit", false, 1, OPS_LIST_MAX, &limit, &err) < 0 ||
+	    proto_get_int(req->root, "before", false, 1, INT64_MAX, &before, &err) < 0)
 		return ops_bad(conn, req, &err);
 	if (state_name != NULL && (state = proto_state_parse(state_name)) < 0)
 		return ops_error(conn, req, "bad_request",
 		    "field 'state': expected queued, running, completed, failed or cancelled, got '%.32s'",
 		    state_name);
-	tasks = json_array();
-	if (store_list(kgymd_store, state, (int)limit, ops_list_row, tasks) < 0) {
-		json_decref(tasks);
+	page.tasks = json_array();
+	if (store_list(kgymd_store, state, conn->admin ? NULL : conn->owner, before,
+	    (int)limit, ops_list_row, &page) < 0) {
+		json_decref(page.tasks);
 		return ops_error(conn, req, "internal", "the task store failed to list tasks");
 	}
-	json_object_set_new(reply, "tasks", tasks);
+	json_object_set_new(reply, "next", json_array_size(page.tasks) == (size_t)limit ?
+	    json_integer(page.last_seq) : json_null());
+	json_object_set_new(reply, "tasks", page.tasks);
 	control_send(conn, reply);
 }
 
@@ -430,7 +632,7 @@ ops_shutdown(struct conn *conn, struct request *req, json_t *reply)
 
 static const struct ops_entry ops_table[OP__COUNT] = {
 	[OP_HELLO] = { ops_hello, false },
-	[OP_SUBMIT] = { ops_submit, false },
+	[OP_SUBMIT] = { NULL, false },		/* ops_submit: may go on */
 	[OP_STATUS] = { ops_status, false },
 	[OP_RESULT] = { ops_result, false },
 	[OP_WAIT] = { ops_wait, false },
@@ -444,19 +646,24 @@ static const struct ops_entry ops_table[OP__COUNT] = {
 	[OP_SHUTDOWN] = { ops_shutdown, true },
 };
 
-void
+int
 ops_dispatch(struct conn *conn, struct request *req)
 {
 	const struct ops_entry *e = &ops_table[req->op];
 	json_t *reply;
+	int more = 0;
 
 	if (e->admin && !conn->admin) {
 		ops_error(conn, req, "forbidden", "op '%s' is for admin peers (admin_uids); uid %lu is not one",
 		    proto_op_name(req->op), (unsigned long)conn->uid);
-		return;
+		return 0;
 	}
 	if ((reply = proto_reply_ok(req->id)) == NULL)
-		return;
-	e->handler(conn, req, reply);
+		return 0;
+	if (req->op == OP_SUBMIT)
+		more = ops_submit(conn, req, reply);
+	else
+		e->handler(conn, req, reply);
 	json_decref(reply);
+	return more;
 }

@@ -598,6 +598,27 @@ proc_spawn(struct worker *w)
 	log_debug("worker %s: started pid %ld", w->name, (long)pid);
 }
 
+/*
+ * How many processes the OOM killer has killed since boot (/proc/vmstat,
+ * Linux 4.13 on), or -1: told apart from another process's SIGKILL, an
+ * out-of-memory death is the job's fault and an outside kill is not.
+ */
+static int64_t
+proc_oom_kills(void)
+{
+	char line[128];
+	long long n = -1;
+	FILE *f;
+
+	if ((f = fopen("/proc/vmstat", "re")) == NULL)
+		return -1;
+	while (fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "oom_kill %lld", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
 /* What killed the worker, as an error code and a sentence. */
 static void
 proc_obituary(struct worker *w, int status, const char **ret_code, char *msg, size_t len)
@@ -618,9 +639,20 @@ proc_obituary(struct worker *w, int status, const char **ret_code, char *msg, si
 			snprintf(msg, len, "the job made a system call the sandbox forbids "
 			    "(killed by SIGSYS)");
 		} else if (sig == SIGKILL && !w->killed_by_us) {
-			*ret_code = "RESOURCE_ERROR";
-			snprintf(msg, len, "the job was killed by SIGKILL that kgymd did not send: "
-			    "most likely it ran out of memory");
+			int64_t oom = proc_oom_kills();
+
+			if (oom >= 0 && w->oom_kills >= 0 && oom == w->oom_kills) {
+				/* The OOM killer killed nobody meanwhile: someone else did it. */
+				*ret_code = "SYSTEM_ERROR";
+				snprintf(msg, len, "the worker was killed by SIGKILL from outside "
+				    "kgymd (not the OOM killer)");
+			} else {
+				*ret_code = "RESOURCE_ERROR";
+				snprintf(msg, len, "the job was killed by SIGKILL that kgymd did not "
+				    "send%s", oom >= 0 && w->oom_kills >= 0 ?
+				    ": the OOM killer, it ran out of memory" :
+				    ": most likely it ran out of memory");
+			}
 		} else if (sig == SIGXFSZ) {
 			*ret_code = "RESOURCE_ERROR";
 			snprintf(msg, len, "the job wrote past the file size limit "
@@ -711,6 +743,7 @@ proc_send_job(struct worker *w, uint64_t id, const char *backend, const char *ph
     const json_t *request)
 {
 	w->state = W_BUSY;
+	w->oom_kills = proc_oom_kills();
 	proc_send(w, IPC_JOB, json_pack("{s:I, s:s, s:s, s:O}", "job", (json_int_t)id,
 	    "backend", backend, "phase", phase, "request", request));
 	proc_arm_deadline(w);

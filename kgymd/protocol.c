@@ -381,10 +381,11 @@ proto_parse_task(json_t *task, double max_timeout_s, struct task_spec *ret_spec,
 			return -EINVAL;
 		}
 		spec.timeout_s = json_number_value(v);
-		if (!(spec.timeout_s > 0) || spec.timeout_s > max_timeout_s) {
+		/* A denormal or a nanosecond is no timeout a task can meet: 1 ms at least. */
+		if (!(spec.timeout_s >= PROTO_TIMEOUT_MIN_S) || spec.timeout_s > max_timeout_s) {
 			proto_error_set(err, "bad_request",
-			    "field 'timeout_s': expected a number above 0 and at most %g (max_timeout), got %g",
-			    max_timeout_s, spec.timeout_s);
+			    "field 'timeout_s': expected a number from %g to %g (max_timeout), got %g",
+			    PROTO_TIMEOUT_MIN_S, max_timeout_s, spec.timeout_s);
 			return -EINVAL;
 		}
 	}

@@ -126,9 +126,11 @@ sched_batch_begin(void)
 }
 
 int
-sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
-    enum task_state *ret_state, bool *ret_existing, char **ret_cause)
+sched_submit(const struct task_spec *spec, const char *owner, char *ret_id,
+    size_t idlen, enum task_state *ret_state, bool *ret_existing,
+    const char **ret_owner, char **ret_cause)
 {
+	static char old_owner[KGYM_OWNER_MAX + 1];
 	struct store_row row = { 0 }, *old = NULL;
 	struct task *task, *live;
 	char idbuf[KGYM_TASK_ID_MAX + 1];
@@ -142,12 +144,16 @@ sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
 			snprintf(ret_id, idlen, "%s", live->id);
 			*ret_state = live->state;
 			*ret_existing = true;
+			*ret_owner = live->owner;
 			return 0;
 		}
 		if (store_get(kgymd_store, spec->id, &old) == 0) {
 			snprintf(ret_id, idlen, "%s", old->id);
+			snprintf(old_owner, sizeof old_owner, "%s",
+			    old->owner != NULL ? old->owner : "");
 			*ret_state = old->state;
 			*ret_existing = true;
+			*ret_owner = old_owner;
 			store_row_free(old);
 			return 0;
 		}
@@ -175,6 +181,7 @@ sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
 	row.timeout_s = spec->timeout_s;
 	row.gpu_memory_bytes = spec->gpu_memory_bytes;
 	row.payload = payload;
+	row.owner = (char *)owner;
 	row.created_ms = stats_wall_ms();
 	error = store_insert(kgymd_store, &row, &seq);
 	free(payload);
@@ -185,6 +192,7 @@ sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
 				snprintf(ret_id, idlen, "%s", task->id);
 				*ret_state = TASK_QUEUED;
 				*ret_existing = true;
+				*ret_owner = task->owner;
 				return 0;
 			}
 		}
@@ -201,6 +209,10 @@ sched_submit(const struct task_spec *spec, char *ret_id, size_t idlen,
 	if (task == NULL)
 		return -ENOMEM;
 	task->gpu_memory_bytes = spec->gpu_memory_bytes;
+	if ((task->owner = strdup(owner)) == NULL) {
+		task_free(task);
+		return -ENOMEM;
+	}
 	TAILQ_INSERT_TAIL(&sched_batch, task, entry);
 	sched_nbatch++;
 	snprintf(ret_id, idlen, "%s", task->id);
@@ -257,6 +269,10 @@ sched_restore(const struct store_row *row)
 		return -ENOMEM;
 	task->attempt = row->attempt;
 	task->gpu_memory_bytes = row->gpu_memory_bytes;
+	if ((task->owner = strdup(row->owner != NULL ? row->owner : "")) == NULL) {
+		task_free(task);
+		return -ENOMEM;
+	}
 	if ((error = task_index_add(task)) < 0) {
 		task_free(task);
 		return error;

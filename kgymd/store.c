@@ -36,7 +36,7 @@
 
 #include "kgymd.h"
 
-#define STORE_SCHEMA_VERSION	1
+#define STORE_SCHEMA_VERSION	2
 #define STORE_BUSY_TIMEOUT_MS	5000
 /* Shrink the WAL back to this after a checkpoint (a big batch grows it). */
 #define STORE_WAL_LIMIT_BYTES	(64 * 1024 * 1024)
@@ -45,6 +45,14 @@
 _Static_assert(TASK_QUEUED == 0 && TASK_RUNNING == 1 && TASK_COMPLETED == 2 &&
     TASK_FAILED == 3 && TASK_CANCELLED == 4 && TASK__STATE_COUNT == 5,
     "store.c SQL hard-codes the task state numbers");
+
+/*
+ * One index for owners: (owner, state, seq) would serve a non-admin's
+ * listing by state better, but every state change would write it, and
+ * each index written costs every commit.
+ */
+#define STORE_OWNER_INDEXES \
+	"CREATE INDEX IF NOT EXISTS tasks_owner_seq ON tasks (owner, seq);"
 
 /*
  * Terminal rows are those with state >= 2; the partial index and prune
@@ -66,34 +74,46 @@ static const char store_schema[] =
 	" finished_ms INTEGER NOT NULL DEFAULT 0,"
 	" error_code TEXT,"
 	" error_message TEXT,"
-	" result TEXT);"
+	" result TEXT,"
+	" owner TEXT NOT NULL DEFAULT '');"
 	"CREATE INDEX IF NOT EXISTS tasks_state_seq ON tasks (state, seq);"
 	"CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (finished_ms)"
-	" WHERE state >= 2;";
+	" WHERE state >= 2;"
+	STORE_OWNER_INDEXES;
+
+/*
+ * Version 2 adds the owner (kgymd-protocol(7), "Ownership") and the indexes
+ * a non-admin's listing walks.  Rows of version 1 belong to nobody: only
+ * admins see them.
+ */
+static const char store_migrate_v1[] =
+	"ALTER TABLE tasks ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
+	STORE_OWNER_INDEXES;
 
 /* Column order of every SELECT that fills a struct store_row. */
 enum store_col {
 	COL_SEQ, COL_ID, COL_WORKFLOW, COL_PRIORITY, COL_STATE, COL_TIMEOUT,
 	COL_GPU_MEMORY, COL_PAYLOAD, COL_ATTEMPT, COL_CREATED, COL_STARTED, COL_FINISHED,
-	COL_ERROR_CODE, COL_ERROR_MESSAGE, COL_RESULT
+	COL_ERROR_CODE, COL_ERROR_MESSAGE, COL_RESULT, COL_OWNER
 };
 
 #define STORE_COLS_FULL \
 	"seq, id, workflow, priority, state, timeout_s, gpu_memory_bytes, payload," \
 	" attempt," \
-	" created_ms, started_ms, finished_ms, error_code, error_message, result"
+	" created_ms, started_ms, finished_ms, error_code, error_message, result, owner"
 /* Listings leave the two big texts out. */
 #define STORE_COLS_BRIEF \
 	"seq, id, workflow, priority, state, timeout_s, gpu_memory_bytes, NULL," \
 	" attempt," \
-	" created_ms, started_ms, finished_ms, error_code, error_message, NULL"
+	" created_ms, started_ms, finished_ms, error_code, error_message, NULL, owner"
 
 enum store_sql {
 	SQL_BEGIN, SQL_COMMIT, SQL_ROLLBACK,
 	SQL_INSERT, SQL_GET, SQL_STATE,
 	SQL_RUNNING, SQL_QUEUED, SQL_DONE,
 	SQL_STALE, SQL_FAIL_STALE, SQL_REQUEUE, SQL_SCAN_QUEUED,
-	SQL_LIST_ALL, SQL_LIST_STATE, SQL_PRUNE, SQL_COUNT,
+	SQL_LIST_ALL, SQL_LIST_STATE, SQL_LIST_OWNER, SQL_LIST_OWNER_STATE,
+	SQL_PRUNE, SQL_PRUNE_COUNT, SQL_COUNT,
 	SQL__COUNT
 };
 
@@ -104,8 +124,9 @@ static const char *const store_sql_text[SQL__COUNT] = {
 	[SQL_ROLLBACK] = "ROLLBACK",
 	[SQL_INSERT] = "INSERT INTO tasks (id, workflow, priority, state,"
 	    " timeout_s, payload, attempt, created_ms, started_ms, finished_ms,"
-	    " error_code, error_message, result, gpu_memory_bytes)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+	    " error_code, error_message, result, gpu_memory_bytes, owner)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
+	    " ?15)",
 	[SQL_GET] = "SELECT " STORE_COLS_FULL " FROM tasks WHERE id = ?1",
 	[SQL_STATE] = "SELECT state FROM tasks WHERE id = ?1",
 	/* A terminal row is final: no statement below may bring it back. */
@@ -126,12 +147,21 @@ static const char *const store_sql_text[SQL__COUNT] = {
 	    " WHERE state = 1 AND attempt < ?1",
 	[SQL_SCAN_QUEUED] = "SELECT " STORE_COLS_FULL " FROM tasks"
 	    " WHERE state = 0 ORDER BY seq",
-	/* LIMIT -1 is no limit. */
+	/*
+	 * LIMIT -1 is no limit.  Pages go backwards from seq ?2 (exclusive),
+	 * each walking an index: a page costs its length, not the store's.
+	 */
 	[SQL_LIST_ALL] = "SELECT " STORE_COLS_BRIEF " FROM tasks"
-	    " ORDER BY seq DESC LIMIT ?1",
+	    " WHERE seq < ?2 ORDER BY seq DESC LIMIT ?1",
 	[SQL_LIST_STATE] = "SELECT " STORE_COLS_BRIEF " FROM tasks"
-	    " WHERE state = ?1 ORDER BY seq DESC LIMIT ?2",
+	    " WHERE state = ?3 AND seq < ?2 ORDER BY seq DESC LIMIT ?1",
+	[SQL_LIST_OWNER] = "SELECT " STORE_COLS_BRIEF " FROM tasks"
+	    " WHERE owner = ?4 AND seq < ?2 ORDER BY seq DESC LIMIT ?1",
+	[SQL_LIST_OWNER_STATE] = "SELECT " STORE_COLS_BRIEF " FROM tasks"
+	    " WHERE owner = ?4 AND state = ?3 AND seq < ?2 ORDER BY seq DESC LIMIT ?1",
 	[SQL_PRUNE] = "DELETE FROM tasks WHERE state >= 2 AND finished_ms < ?1",
+	[SQL_PRUNE_COUNT] = "SELECT state, count(*) FROM tasks"
+	    " WHERE state >= 2 AND finished_ms < ?1 GROUP BY state",
 	[SQL_COUNT] = "SELECT state, count(*) FROM tasks GROUP BY state",
 };
 
@@ -305,7 +335,8 @@ store_row_read(sqlite3_stmt *st, struct store_row **ret_row)
 	    (err = store_strdup_col(st, COL_ERROR_CODE, &row->error_code)) != 0 ||
 	    (err = store_strdup_col(st, COL_ERROR_MESSAGE,
 	    &row->error_message)) != 0 ||
-	    (err = store_strdup_col(st, COL_RESULT, &row->result)) != 0) {
+	    (err = store_strdup_col(st, COL_RESULT, &row->result)) != 0 ||
+	    (err = store_strdup_col(st, COL_OWNER, &row->owner)) != 0) {
 		store_row_free(row);
 		return err;
 	}
@@ -328,6 +359,7 @@ store_row_free(struct store_row *row)
 	free(row->payload);
 	free(row->error_code);
 	free(row->error_message);
+	free(row->owner);
 	free(row->result);
 	free(row);
 }
@@ -509,7 +541,15 @@ store_check_schema(struct store *store, char **ret_cause)
 		err = -EPROTONOSUPPORT;
 		goto rollback;
 	}
-	if (version < STORE_SCHEMA_VERSION) {
+	if (version == 1) {
+		snprintf(sql, sizeof sql, "PRAGMA user_version = %d",
+		    STORE_SCHEMA_VERSION);
+		if ((err = store_exec_sql(store, store_migrate_v1, ret_cause)) != 0 ||
+		    (err = store_exec_sql(store, sql, ret_cause)) != 0)
+			goto rollback;
+		log_info("store %s: schema version 1 upgraded to %d (task owners)",
+		    store->path, STORE_SCHEMA_VERSION);
+	} else if (version < STORE_SCHEMA_VERSION) {
 		snprintf(sql, sizeof sql, "PRAGMA user_version = %d",
 		    STORE_SCHEMA_VERSION);
 		if ((err = store_exec_sql(store, store_schema, ret_cause)) != 0 ||
@@ -669,6 +709,7 @@ store_insert(struct store *store, const struct store_row *row, int64_t *ret_seq)
 	store_bind_text(st, 12, row->error_message, &rc);
 	store_bind_text(st, 13, row->result, &rc);
 	store_bind_int64(st, 14, row->gpu_memory_bytes, &rc);
+	store_bind_text(st, 15, row->owner != NULL ? row->owner : "", &rc);
 	if (rc != SQLITE_OK)
 		return store_bind_failed(store, st, rc, "insert");
 	if ((err = store_step_done(store, st, "insert")) != 0)
@@ -995,8 +1036,8 @@ store_recover(struct store *store, int max_attempts, int64_t now_ms,
 }
 
 int
-store_list(struct store *store, int state, int limit,
-    int (*cb)(const struct store_row *row, void *arg), void *arg)
+store_list(struct store *store, int state, const char *owner, int64_t before_seq,
+    int limit, int (*cb)(const struct store_row *row, void *arg), void *arg)
 {
 	sqlite3_stmt *st;
 	int rc = SQLITE_OK;
@@ -1006,25 +1047,46 @@ store_list(struct store *store, int state, int limit,
 	/* A negative limit is no limit, as in SQL. */
 	if (limit < 0)
 		limit = -1;
-	if (state == -1) {
-		st = store->sql[SQL_LIST_ALL];
-		store_bind_int64(st, 1, limit, &rc);
-	} else {
-		st = store->sql[SQL_LIST_STATE];
-		store_bind_int64(st, 1, state, &rc);
-		store_bind_int64(st, 2, limit, &rc);
-	}
+	if (before_seq <= 0)
+		before_seq = INT64_MAX;
+	if (owner == NULL)
+		st = store->sql[state == -1 ? SQL_LIST_ALL : SQL_LIST_STATE];
+	else
+		st = store->sql[state == -1 ? SQL_LIST_OWNER : SQL_LIST_OWNER_STATE];
+	store_bind_int64(st, 1, limit, &rc);
+	store_bind_int64(st, 2, before_seq, &rc);
+	if (state != -1)
+		store_bind_int64(st, 3, state, &rc);
+	if (owner != NULL)
+		store_bind_text(st, 4, owner, &rc);
 	if (rc != SQLITE_OK)
 		return store_bind_failed(store, st, rc, "list");
 	return store_walk(store, st, "list", cb, arg);
 }
 
 int
-store_prune(struct store *store, int64_t before_ms, int *ret_n)
+store_prune(struct store *store, int64_t before_ms, int *ret_n,
+    int64_t ret_by_state[TASK__STATE_COUNT])
 {
-	sqlite3_stmt *st = store->sql[SQL_PRUNE];
-	int rc = SQLITE_OK, err;
+	sqlite3_stmt *st = store->sql[SQL_PRUNE_COUNT];
+	int64_t by_state[TASK__STATE_COUNT] = { 0 };
+	int rc = SQLITE_OK, err, state;
 
+	/* What goes, by state, so that stats' counters follow without a scan. */
+	store_bind_int64(st, 1, before_ms, &rc);
+	if (rc != SQLITE_OK)
+		return store_bind_failed(store, st, rc, "prune");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		state = sqlite3_column_int(st, 0);
+		if (state >= 0 && state < TASK__STATE_COUNT)
+			by_state[state] = sqlite3_column_int64(st, 1);
+	}
+	err = rc == SQLITE_DONE ? 0 : store_error(store, rc, "prune");
+	store_stmt_done(st);
+	if (err != 0)
+		return err;
+	st = store->sql[SQL_PRUNE];
+	rc = SQLITE_OK;
 	store_bind_int64(st, 1, before_ms, &rc);
 	if (rc != SQLITE_OK)
 		return store_bind_failed(store, st, rc, "prune");
@@ -1032,6 +1094,8 @@ store_prune(struct store *store, int64_t before_ms, int *ret_n)
 		return err;
 	if (ret_n != NULL)
 		*ret_n = sqlite3_changes(store->db);
+	if (ret_by_state != NULL)
+		memcpy(ret_by_state, by_state, sizeof by_state);
 	return 0;
 }
 

@@ -69,6 +69,7 @@ task_free(struct task *task)
 	json_decref(task->payload);
 	json_decref(task->result);
 	free(task->workflow);
+	free(task->owner);
 	free(task->id);
 	free(task);
 }

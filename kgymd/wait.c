@@ -45,10 +45,9 @@ struct waiter {
 	json_t *not_found;
 	bool final_done;
 	struct event *timeout;
-	TAILQ_ENTRY(waiter) entry;
+	TAILQ_ENTRY(waiter) entry;	/* in its connection's list */
 };
 
-static TAILQ_HEAD(, waiter) waiters = TAILQ_HEAD_INITIALIZER(waiters);
 static void *watch_root;
 static size_t nwaiters;
 
@@ -143,9 +142,8 @@ waiter_free(struct waiter *wt)
 		event_free(wt->timeout);
 	json_decref(wt->req_id);
 	json_decref(wt->not_found);
-	TAILQ_REMOVE(&waiters, wt, entry);
-	if (wt->conn != NULL)
-		wt->conn->nwaiters--;
+	TAILQ_REMOVE(&wt->conn->waiters, wt, entry);
+	wt->conn->nwaiters--;
 	nwaiters--;
 	free(wt);
 }
@@ -192,7 +190,10 @@ waiter_answer_from_store(struct waiter *wt, struct watch *w)
 	struct store_row *row = NULL;
 	json_t *result;
 
-	if (store_get(kgymd_store, w->id, &row) < 0) {
+	if (store_get(kgymd_store, w->id, &row) < 0 ||
+	    !control_may_see(wt->conn, row->owner)) {
+		/* Unknown, or another client's: the same answer. */
+		store_row_free(row);
 		json_array_append_new(wt->not_found, json_string(w->id));
 		w->done = true;
 		return true;
@@ -215,9 +216,13 @@ wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
     int64_t timeout_ms, bool final_done)
 {
 	struct waiter *wt;
+	struct task *live;
 	struct timeval tv;
 	size_t i;
 
+	/* A client that has closed its socket hears nothing: no waiter. */
+	if (conn->peer_gone)
+		return 0;
 	if ((wt = calloc(1, sizeof *wt)) == NULL)
 		return -ENOMEM;
 	if (nids > 0 && (wt->watches = calloc(nids, sizeof *wt->watches)) == NULL) {
@@ -228,7 +233,7 @@ wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
 	wt->req_id = req_id != NULL ? json_incref(req_id) : json_null();
 	wt->not_found = json_array();
 	wt->final_done = final_done;
-	TAILQ_INSERT_TAIL(&waiters, wt, entry);
+	TAILQ_INSERT_TAIL(&conn->waiters, wt, entry);
 	conn->nwaiters++;
 	nwaiters++;
 
@@ -238,7 +243,13 @@ wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
 		wt->nwatches++;
 		if ((w->id = strdup(ids[i])) == NULL)
 			goto oom;
-		if (task_index_find(w->id) == NULL && waiter_answer_from_store(wt, w))
+		live = task_index_find(w->id);
+		if (live != NULL && !control_may_see(conn, live->owner)) {
+			json_array_append_new(wt->not_found, json_string(w->id));
+			w->done = true;
+			continue;
+		}
+		if (live == NULL && waiter_answer_from_store(wt, w))
 			continue;
 		if (watch_is_duplicate(wt, w->id)) {
 			w->done = true;
@@ -292,13 +303,10 @@ wait_task_done(const char *id, enum task_state state, json_t *result)
 void
 wait_conn_gone(struct conn *conn)
 {
-	struct waiter *wt, *next;
+	struct waiter *wt;
 
-	for (wt = TAILQ_FIRST(&waiters); wt != NULL; wt = next) {
-		next = TAILQ_NEXT(wt, entry);
-		if (wt->conn == conn)
-			waiter_free(wt);
-	}
+	while ((wt = TAILQ_FIRST(&conn->waiters)) != NULL)
+		waiter_free(wt);
 }
 
 size_t

@@ -162,7 +162,10 @@ assert_config_equal(const struct config *a, const struct config *b,
 	assert_int_equal(a->max_running_tasks, b->max_running_tasks);
 	assert_int_equal(a->max_queued_tasks, b->max_queued_tasks);
 	assert_int_equal(a->max_request_bytes, b->max_request_bytes);
+	assert_int_equal(a->max_input_bytes, b->max_input_bytes);
 	assert_int_equal(a->max_connections, b->max_connections);
+	assert_int_equal(a->admin_connections, b->admin_connections);
+	assert_int_equal(a->idle_timeout_s, b->idle_timeout_s);
 	assert_int_equal(a->max_batch_tasks, b->max_batch_tasks);
 	assert_int_equal(a->max_attempts, b->max_attempts);
 	assert_int_equal(a->result_ttl_s, b->result_ttl_s);
@@ -264,8 +267,11 @@ test_defaults(void **state)
 	assert_int_equal(def->workers_per_gpu, 1);
 	assert_int_equal(def->max_running_tasks, 256);
 	assert_int_equal(def->max_queued_tasks, 1000000);
-	assert_int_equal(def->max_request_bytes, 16777216);
+	assert_int_equal(def->max_request_bytes, 4194304);
+	assert_int_equal(def->max_input_bytes, 67108864);
 	assert_int_equal(def->max_connections, 1024);
+	assert_int_equal(def->admin_connections, 8);
+	assert_int_equal(def->idle_timeout_s, 300);
 	assert_int_equal(def->max_batch_tasks, 10000);
 	assert_int_equal(def->max_attempts, 3);
 	assert_int_equal(def->result_ttl_s, 7 * 86400);

@@ -620,6 +620,9 @@ test_task_timeout(void **state)
 	expect_task_refused("{\"workflow\":\"w\",\"timeout_s\":0.0,\"payload\":{}}", "timeout_s");
 	expect_task_refused("{\"workflow\":\"w\",\"timeout_s\":-1,\"payload\":{}}", "timeout_s");
 	expect_task_refused("{\"workflow\":\"w\",\"timeout_s\":-0.5,\"payload\":{}}", "timeout_s");
+	/* A denormal is above 0 but no timeout at all. */
+	expect_task_refused("{\"workflow\":\"w\",\"timeout_s\":5e-324,\"payload\":{}}", "timeout_s");
+	expect_task_refused("{\"workflow\":\"w\",\"timeout_s\":0.0009,\"payload\":{}}", "timeout_s");
 	expect_task_refused("{\"workflow\":\"w\",\"timeout_s\":\"10\",\"payload\":{}}",
 	    "timeout_s");
 	expect_task_refused("{\"workflow\":\"w\",\"timeout_s\":null,\"payload\":{}}", "timeout_s");
@@ -629,14 +632,14 @@ test_task_timeout(void **state)
 	    MAX_TIMEOUT + 0.001);
 	expect_task_refused(text, "timeout_s");
 
-	/* the maximum itself is allowed, and so is the smallest positive */
+	/* the maximum itself is allowed, and so is the minimum, 1 ms */
 	snprintf(text, sizeof text, "{\"workflow\":\"w\",\"timeout_s\":%.17g,\"payload\":{}}",
 	    MAX_TIMEOUT);
 	expect_task_ok(text, &spec, &task);
 	assert_true(spec.timeout_s == MAX_TIMEOUT);
 	json_decref(task);
-	expect_task_ok("{\"workflow\":\"w\",\"timeout_s\":1e-9,\"payload\":{}}", &spec, &task);
-	assert_true(spec.timeout_s == 1e-9);
+	expect_task_ok("{\"workflow\":\"w\",\"timeout_s\":0.001,\"payload\":{}}", &spec, &task);
+	assert_true(spec.timeout_s == 0.001);
 	json_decref(task);
 }
 

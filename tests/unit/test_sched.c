@@ -179,10 +179,11 @@ submit(const char *id, enum task_prio prio, bool finish_now)
 	enum task_state state;
 	char got[KGYM_TASK_ID_MAX + 1], *cause = NULL;
 	bool existing;
+	const char *owner = NULL;
 
 	spec.payload = json_pack("{s:b}", "finish_now", finish_now);
 	assert_int_equal(sched_batch_begin(), 0);
-	assert_int_equal(sched_submit(&spec, got, sizeof got, &state, &existing, &cause), 0);
+	assert_int_equal(sched_submit(&spec, "uid:0", got, sizeof got, &state, &existing, &owner, &cause), 0);
 	assert_int_equal(sched_batch_commit(&cause), 0);
 	assert_string_equal(got, id);
 	assert_false(existing);
@@ -285,6 +286,7 @@ test_queue_full(void **state)
 	enum task_state st;
 	char got[KGYM_TASK_ID_MAX + 1], *cause = NULL;
 	bool existing;
+	const char *owner = NULL;
 
 	kgymd_config->max_queued_tasks = 2;
 	kgymd_config->max_running_tasks = 0;
@@ -292,14 +294,14 @@ test_queue_full(void **state)
 	submit("x2", PRIO_NORMAL, false);
 	spec.payload = json_object();
 	assert_int_equal(sched_batch_begin(), 0);
-	assert_int_equal(sched_submit(&spec, got, sizeof got, &st, &existing, &cause), -ENOSPC);
+	assert_int_equal(sched_submit(&spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), -ENOSPC);
 	assert_non_null(cause);
 	assert_non_null(strstr(cause, "max_queued_tasks"));
 	free(cause);
 	cause = NULL;
 	/* An existing id is not refused by a full queue: it is idempotent. */
 	spec.id = "x1";
-	assert_int_equal(sched_submit(&spec, got, sizeof got, &st, &existing, &cause), 0);
+	assert_int_equal(sched_submit(&spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), 0);
 	assert_true(existing);
 	assert_int_equal(sched_batch_commit(&cause), 0);
 	json_decref(spec.payload);
@@ -342,11 +344,12 @@ test_unknown_workflow_fails_task(void **state)
 	enum task_state st;
 	char got[KGYM_TASK_ID_MAX + 1], *cause = NULL;
 	bool existing;
+	const char *owner = NULL;
 	struct store_row *row;
 
 	spec.payload = json_object();
 	assert_int_equal(sched_batch_begin(), 0);
-	assert_int_equal(sched_submit(&spec, got, sizeof got, &st, &existing, &cause), 0);
+	assert_int_equal(sched_submit(&spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), 0);
 	assert_int_equal(sched_batch_commit(&cause), 0);
 	json_decref(spec.payload);
 	settle();
@@ -367,10 +370,11 @@ test_timeout(void **state)
 	enum task_state st;
 	char got[KGYM_TASK_ID_MAX + 1], *cause = NULL;
 	bool existing;
+	const char *owner = NULL;
 
 	spec.payload = json_object();
 	assert_int_equal(sched_batch_begin(), 0);
-	assert_int_equal(sched_submit(&spec, got, sizeof got, &st, &existing, &cause), 0);
+	assert_int_equal(sched_submit(&spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), 0);
 	assert_int_equal(sched_batch_commit(&cause), 0);
 	json_decref(spec.payload);
 	settle();

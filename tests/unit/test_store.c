@@ -480,7 +480,7 @@ test_list(void **state)
 
 	memset(&l, 0, sizeof l);
 	l.texts_null = true;
-	assert_int_equal(store_list(f->store, -1, -1, list_cb, &l), 0);
+	assert_int_equal(store_list(f->store, -1, NULL, 0, -1, list_cb, &l), 0);
 	assert_int_equal(l.n, 10);
 	assert_true(l.texts_null);
 	for (i = 0; i < 10; i++)
@@ -489,7 +489,7 @@ test_list(void **state)
 	/* Completed: l1, l4, l7, newest first. */
 	memset(&l, 0, sizeof l);
 	l.texts_null = true;
-	assert_int_equal(store_list(f->store, TASK_COMPLETED, 100, list_cb, &l),
+	assert_int_equal(store_list(f->store, TASK_COMPLETED, NULL, 0, 100, list_cb, &l),
 	    0);
 	assert_int_equal(l.n, 3);
 	assert_true(l.texts_null);
@@ -500,25 +500,25 @@ test_list(void **state)
 		assert_int_equal(l.states[i], TASK_COMPLETED);
 
 	memset(&l, 0, sizeof l);
-	assert_int_equal(store_list(f->store, -1, 3, list_cb, &l), 0);
+	assert_int_equal(store_list(f->store, -1, NULL, 0, 3, list_cb, &l), 0);
 	assert_int_equal(l.n, 3);
 	assert_int_equal(l.seqs[0], seq[9]);
 	assert_int_equal(l.seqs[2], seq[7]);
 
 	memset(&l, 0, sizeof l);
-	assert_int_equal(store_list(f->store, TASK_QUEUED, 2, list_cb, &l), 0);
+	assert_int_equal(store_list(f->store, TASK_QUEUED, NULL, 0, 2, list_cb, &l), 0);
 	assert_int_equal(l.n, 2);
 	assert_int_equal(l.seqs[0], seq[9]);
 	assert_int_equal(l.seqs[1], seq[6]);
 
 	memset(&l, 0, sizeof l);
-	assert_int_equal(store_list(f->store, TASK_CANCELLED, 5, list_cb, &l), 0);
+	assert_int_equal(store_list(f->store, TASK_CANCELLED, NULL, 0, 5, list_cb, &l), 0);
 	assert_int_equal(l.n, 0);
-	assert_int_equal(store_list(f->store, -1, 0, list_cb, &l), 0);
+	assert_int_equal(store_list(f->store, -1, NULL, 0, 0, list_cb, &l), 0);
 	assert_int_equal(l.n, 0);
 
-	assert_int_equal(store_list(f->store, 9, 5, list_cb, &l), -EINVAL);
-	assert_int_equal(store_list(f->store, -2, 5, list_cb, &l), -EINVAL);
+	assert_int_equal(store_list(f->store, 9, NULL, 0, 5, list_cb, &l), -EINVAL);
+	assert_int_equal(store_list(f->store, -2, NULL, 0, 5, list_cb, &l), -EINVAL);
 }
 
 static void
@@ -557,7 +557,7 @@ test_prune_and_count(void **state)
 	assert_int_equal(counts[TASK_CANCELLED], 1);
 
 	/* Queued and running rows have finished_ms 0 but are not terminal. */
-	assert_int_equal(store_prune(f->store, 250, &n), 0);
+	assert_int_equal(store_prune(f->store, 250, &n, NULL), 0);
 	assert_int_equal(n, 3);
 	assert_int_equal(store_get(f->store, "old-done", &got), -ENOENT);
 	assert_int_equal(store_get(f->store, "old-failed", &got), -ENOENT);
@@ -574,9 +574,9 @@ test_prune_and_count(void **state)
 	assert_int_equal(counts[TASK_CANCELLED], 1);
 
 	/* The boundary is exclusive. */
-	assert_int_equal(store_prune(f->store, 300, &n), 0);
+	assert_int_equal(store_prune(f->store, 300, &n, NULL), 0);
 	assert_int_equal(n, 0);
-	assert_int_equal(store_prune(f->store, 301, NULL), 0);
+	assert_int_equal(store_prune(f->store, 301, NULL, NULL), 0);
 	assert_int_equal(store_get(f->store, "new-cancelled", &got), -ENOENT);
 
 	/* A pruned id may be used again, and seq never goes back. */
@@ -701,6 +701,73 @@ test_survives_kill9(void **state)
 	assert_state(f->store, "batch-49", TASK_QUEUED);
 }
 
+/* Each owner's rows, a page at a time: what a non-admin's `list` walks. */
+static void
+test_list_owner_pages(void **state)
+{
+	struct fixture *f = *state;
+	struct store_row row;
+	struct listing l;
+	int64_t seq[12];
+	char id[16];
+	int i;
+
+	for (i = 0; i < 12; i++) {
+		snprintf(id, sizeof id, "o%d", i);
+		row = row_queued(id, i);
+		row.owner = (char *)(i % 2 == 0 ? "uid:1000" : "uid:1001");
+		assert_int_equal(store_insert(f->store, &row, &seq[i]), 0);
+	}
+	memset(&l, 0, sizeof l);
+	assert_int_equal(store_list(f->store, -1, "uid:1000", 0, 4, list_cb, &l), 0);
+	assert_int_equal(l.n, 4);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(l.seqs[i], seq[10 - 2 * i]);
+	/* The next page starts below the last seq of this one. */
+	memset(&l, 0, sizeof l);
+	assert_int_equal(store_list(f->store, -1, "uid:1000", seq[4], 4, list_cb, &l), 0);
+	assert_int_equal(l.n, 2);
+	assert_int_equal(l.seqs[0], seq[2]);
+	assert_int_equal(l.seqs[1], seq[0]);
+	memset(&l, 0, sizeof l);
+	assert_int_equal(store_list(f->store, TASK_QUEUED, "uid:1001", 0, -1, list_cb, &l), 0);
+	assert_int_equal(l.n, 6);
+	memset(&l, 0, sizeof l);
+	assert_int_equal(store_list(f->store, -1, "uid:1002", 0, -1, list_cb, &l), 0);
+	assert_int_equal(l.n, 0);
+	memset(&l, 0, sizeof l);
+	assert_int_equal(store_list(f->store, -1, NULL, seq[6], -1, list_cb, &l), 0);
+	assert_int_equal(l.n, 6);
+}
+
+/* A version 1 store (no owners) is upgraded in place; its rows are nobody's. */
+static void
+test_schema_v1_upgraded(void **state)
+{
+	struct fixture *f = *state;
+	struct store_row *got = NULL;
+	struct listing l;
+	sqlite3 *db;
+	char *cause = NULL;
+
+	insert_queued(f->store, "old", 1);
+	store_free(f->store);
+	f->store = NULL;
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "DROP INDEX tasks_owner_seq;"
+	    " ALTER TABLE tasks DROP COLUMN owner; PRAGMA user_version = 1", NULL, NULL,
+	    NULL), SQLITE_OK);
+	sqlite3_close(db);
+	f->store = store_open(f->path, false, &cause);
+	assert_non_null(f->store);
+	assert_int_equal(store_get(f->store, "old", &got), 0);
+	assert_string_equal(got->owner, "");
+	store_row_free(got);
+	memset(&l, 0, sizeof l);
+	assert_int_equal(store_list(f->store, -1, "uid:0", 0, -1, list_cb, &l), 0);
+	assert_int_equal(l.n, 0);
+}
+
 static void
 test_newer_schema_refused(void **state)
 {
@@ -714,14 +781,14 @@ test_newer_schema_refused(void **state)
 	f->store = NULL;
 
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 2", NULL, NULL,
+	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 3", NULL, NULL,
 	    NULL), SQLITE_OK);
 	sqlite3_close(db);
 
 	assert_null(store_open(f->path, false, &cause));
 	assert_non_null(cause);
 	assert_non_null(strstr(cause, f->path));
-	assert_non_null(strstr(cause, "schema version 2"));
+	assert_non_null(strstr(cause, "schema version 3"));
 	assert_non_null(strstr(cause, "newer"));
 	free(cause);
 
@@ -730,7 +797,7 @@ test_newer_schema_refused(void **state)
 	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st,
 	    NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int(st, 0), 2);
+	assert_int_equal(sqlite3_column_int(st, 0), 3);
 	sqlite3_finalize(st);
 	assert_int_equal(sqlite3_prepare_v2(db,
 	    "SELECT count(*) FROM tasks WHERE id = 'keep'", -1, &st, NULL),
@@ -916,6 +983,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_survives_kill9, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_owner_pages, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_schema_v1_upgraded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_failure_cause, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_modes, setup, teardown),
