@@ -99,6 +99,8 @@ static const char *const sandbox_common[] = {
 	"eventfd2",
 	/* the socketpair to the parent: socket() itself is not here */
 	"sendto", "recvfrom", "sendmsg", "recvmsg",
+	/* a socket object for a received descriptor: Python asks its name */
+	"getsockname",
 	/* memory */
 	"mmap", "munmap", "mprotect", "madvise", "brk", "mremap", "msync",
 	/* threads (clone is restricted to threads), signals to ourselves */

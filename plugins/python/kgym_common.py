@@ -501,6 +501,13 @@ def flatten_outputs(out, what="output"):
     walk(out, "")
     return flat
 
+def unix_socket(fd):
+    """A socket object for an inherited or received AF_UNIX stream
+    descriptor: family, type and protocol given, so that Python asks the
+    kernel nothing (getsockname is not in the sandbox's filter)."""
+    import socket
+    return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=fd)
+
 # ------------------------------------------------------------------ the control block
 #
 # One page of shared memory per executor (a memfd the supervisor makes and
@@ -618,6 +625,7 @@ class CudaDriver:
                    "cuMemGetAllocationGranularity")
         self.granularity = gran.value
         self.access = _AccessDesc(location=_Location(_ON_DEVICE, dev.value), flags=_READ_WRITE)
+        self.mapped = []            # (pointer, size, allocation handle) of every mapping made here
 
     def check(self, rc, what):
         if rc != 0:
@@ -637,7 +645,17 @@ class CudaDriver:
                                      ctypes.c_ulonglong(0)), "cuMemMap")
         self.check(self.lib.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(self.access),
                                            ctypes.c_size_t(1)), "cuMemSetAccess")
+        self.mapped.append((ptr.value, size, handle))
         return ptr.value
+
+    def release_all(self):
+        """Unmap and release every allocation mapped here (a process kept
+        across jobs, once no tensor views them and the device is idle)."""
+        for ptr, size, handle in self.mapped:
+            self.lib.cuMemUnmap(ctypes.c_uint64(ptr), ctypes.c_size_t(size))
+            self.lib.cuMemAddressFree(ctypes.c_uint64(ptr), ctypes.c_size_t(size))
+            self.lib.cuMemRelease(ctypes.c_uint64(handle))
+        self.mapped = []
 
     def create(self, nbytes):
         """A new allocation: (device pointer, exported descriptor, size)."""

@@ -88,6 +88,7 @@ class Executor:
         self.cuda = None
         self.probe = None
         self.device = "cpu"
+        self.scratch = None
 
     def send(self, obj):
         send_msg(self.sock, obj)
@@ -98,21 +99,24 @@ class Executor:
 
     # -- set-up
     def start(self):
+        """The first job: CUPTI (before the sandbox), the sandbox, CUDA; then
+        the job's models.  A reference executor kept by a judge server
+        gets its later jobs in serve()."""
         msg = recv_msg(self.sock)
         if msg is None or msg.get("type") != "job":
             os._exit(0)
         job, limits, self.job_dir = msg["job"], msg["limits"], msg["job_dir"]
-        t_start = time.monotonic()
-        probe_status = None
+        self.t_start = time.monotonic()
+        self.probe_status = None
         if job.get("profile"):
             # Before the sandbox: libcupti is loaded from wherever it lies.
             try:
                 self.probe = KernelProbe(limits["kprobe_lib"], limits.get("cupti_library"))
             except (OSError, KeyError, AttributeError) as e:
-                probe_status = "unavailable: %s" % e
+                self.probe_status = "unavailable: %s" % e
         try:
-            abi = child_setup(self.role, job, limits, {self.sock.fileno(), self.ctl_fd}, self.job_dir, self.lib,
-                              job.get("compiler_profile"))
+            self.abi = child_setup(self.role, job, limits, {self.sock.fileno(), self.ctl_fd}, self.job_dir,
+                                   self.lib, job.get("compiler_profile"))
         except Exception as e:  # noqa: BLE001 - fail closed
             self.fail("error", "the %s process could not enter the sandbox: %s" % (self.role, e), "SYSTEM_ERROR")
         import torch
@@ -129,20 +133,27 @@ class Executor:
                 self.probe.start()
                 self.probe.stop()
             except OSError as e:
-                self.probe, probe_status = None, "failed: %s" % e
+                self.probe, self.probe_status = None, "failed: %s" % e
             SETUP_MS["probe_warm"] = (time.monotonic() - t0) * 1e3
+        self.load(job)
+
+    def load(self, job):
+        """Build the job's model (the reference's module is kept across the
+        jobs of one reference: a judge server lends its executor to those
+        only) and say "ready"."""
+        torch = self.torch
         t_load = time.monotonic()
         candidate = self.role == "candidate"
         try:
-            ref = load_module(job["reference_code"], "reference_code")
+            if getattr(self, "ref_source", None) != job["reference_code"]:
+                self.ref_mod = load_module(job["reference_code"], "reference_code")
+                self.ref_source = job["reference_code"]
+            ref = self.ref_mod
         except Exception:  # noqa: BLE001
             self.fail("error", format_exc("the reference could not be loaded:"), "VALIDATION_ERROR")
         name = job["entry_point"] + ("New" if candidate else "")
         try:
-            if candidate:
-                mod = load_module(job["kernel_code"], "kernel_code")
-            else:
-                mod = ref
+            mod = load_module(job["kernel_code"], "kernel_code") if candidate else ref
             cls = mod.get(name)
             if not callable(cls):
                 raise NameError("%s defines no %s" % ("kernel_code" if candidate else "reference_code", name))
@@ -164,8 +175,9 @@ class Executor:
             self.fail("error", format_exc("the reference could not be built:"), "VALIDATION_ERROR")
         self.model = model
         SETUP_MS["load"] = (time.monotonic() - t_load) * 1e3
-        SETUP_MS["total"] = (time.monotonic() - t_start) * 1e3
-        self.send({"type": "ready", "landlock_abi": abi, "setup_ms": SETUP_MS, "profile_status": probe_status,
+        SETUP_MS["total"] = (time.monotonic() - self.t_start) * 1e3
+        self.send({"type": "ready", "landlock_abi": self.abi, "setup_ms": SETUP_MS,
+                   "profile_status": self.probe_status,
                    "device_name": ("cuda: " + torch.cuda.get_device_name(0)) if self.device == "cuda" else None})
 
     # -- the calls
@@ -183,6 +195,23 @@ class Executor:
                     self.describe(msg)
                 elif t == "arm":
                     self.call(msg)
+                elif t == "release":
+                    self.release()
+                elif t == "job" and self.role == "reference":
+                    SETUP_MS.clear()
+                    self.t_start = time.monotonic()
+                    self.load(msg["job"])
+
+    def release(self):
+        """(A kept reference executor, between jobs) let go of the job's
+        model and buffers, then say so: nothing of the job is left."""
+        self.model = self.inputs = self.outputs = self.scratch = None
+        self.keep = []
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+            self.cuda.release_all()
+            self.torch.cuda.empty_cache()
+        self.send({"type": "released"})
 
     def map_buffers(self, msg):
         fds = []
@@ -254,7 +283,7 @@ class Executor:
         does but the forward: a copy of tensors like the outputs into the
         output buffers, then the sync -- the same kernels on this context,
         the same bytes, so that subtracting its time leaves the forward's."""
-        if getattr(self, "scratch", None) is None:
+        if self.scratch is None:
             self.scratch = [self.torch.zeros_like(o) for o in self.outputs]
             self.tiny = self.torch.zeros(1, device=self.device)
         # A kernel of its own: a real forward switches the GPU's compute

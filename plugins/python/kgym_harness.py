@@ -74,7 +74,6 @@ import select
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import time
 import traceback
@@ -142,6 +141,38 @@ class Child:
             self.role, os.WEXITSTATUS(st) if os.WIFEXITED(st) else -1)
 
 
+
+
+class ServerChild(Child):
+    """The zygote's judge server, lent to one job: not the job's to reap;
+    killed (by Job.kill_children) only when it did not say it is idle."""
+
+    def kill(self, wait=True):
+        self.status = -1
+
+    def reap(self, block=True):
+        return self.status
+
+
+class JudgeServer:
+    """The zygote's record of its judge server (kgym_judge.judge_server)."""
+
+    def __init__(self, pid, ctl):
+        self.pid, self.ctl = pid, ctl
+        self.key = None          # the reference it serves, after its first job
+
+    def alive(self):
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+        # Between jobs it ends only when dropped: say how, for the log.
+        sys.stderr.write("kgym_harness: judge server %d ended: %s\n" % (
+            self.pid, "signal %d" % os.WTERMSIG(status) if os.WIFSIGNALED(status) else
+            "status %d" % os.WEXITSTATUS(status)))
+        return False
 
 
 def remove_tree(path):
@@ -337,65 +368,122 @@ class Job:
         self.custom = []
         self.landlock = None
         self.compiled = False
-        self.forked = False
+        self.memfds = {}
+        self.lent = None               # the zygote's judge server, if lent to this job
+        self.key = None
+        self.server_report = {"server": "kept"}
+        self.judge = None
 
     # -- the three processes
-    def fork_children(self):
-        """Sockets and control blocks, then the candidate (its CUDA start is
-        the critical path), the reference and the judge."""
-        self.sup_j, judge_sup = socket.socketpair()
-        judge_ref, ref_end = socket.socketpair()
-        judge_cand, cand_end = socket.socketpair()
-        ref_ctl, cand_ctl = control_memfd(), control_memfd()
-        everything = [self.sup_j, judge_sup, judge_ref, ref_end, judge_cand, cand_end]
-
-        def child(role, keep, body):
-            pid = os.fork()
-            if pid == 0:
-                code = 0
-                try:
-                    for s in everything:
-                        if s not in keep:
-                            s.close()
-                    for fd in (ref_ctl, cand_ctl):
-                        if fd not in keep:
-                            os.close(fd)
-                    body()
-                except BaseException:  # noqa: BLE001 - never return into the zygote's loop
-                    code = 70
-                    try:
-                        traceback.print_exc()
-                    except BaseException:  # noqa: BLE001
-                        pass
-                os._exit(code)
-            return Child(role, pid, None)
-
+    def fork_candidate(self):
+        """The candidate executor, before the job is read (its CUDA start is
+        the critical path); its socket and control block, for the judge."""
+        self.judge_cand, cand_end = socket.socketpair()
+        self.cand_ctl = control_memfd()
         lib = self.z.sandbox_lib
-        self.cand = child("candidate", [cand_end, cand_ctl],
-                          lambda: executor_main("candidate", cand_end, cand_ctl, lib))
-        self.ref = child("reference", [ref_end, ref_ctl], lambda: executor_main("reference", ref_end, ref_ctl, lib))
+        self.cand = self.spawn("candidate", [cand_end], [self.cand_ctl],
+                               lambda: executor_main("candidate", cand_end, self.cand_ctl, lib))
+        cand_end.close()
+        self.children = [self.cand]
+
+    def spawn(self, role, keep_socks, keep_fds, body):
+        """Fork a job process that keeps only the sockets and descriptors
+        named of ours."""
+        mine = [x for x in (getattr(self, "judge_cand", None), getattr(self, "sup_j", None)) if x is not None]
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                for sk in mine:
+                    if sk not in keep_socks:
+                        sk.close()
+                for fd in [self.cand_ctl] + list(self.memfds.values()):
+                    if fd not in keep_fds:
+                        os.close(fd)
+                body()
+            except BaseException:  # noqa: BLE001 - never return into the zygote's loop
+                code = 70
+                try:
+                    traceback.print_exc()
+                except BaseException:  # noqa: BLE001
+                    pass
+            os._exit(code)
+        return Child(role, pid, None)
+
+    def start_judge(self, key):
+        """The zygote's judge server where it is free for this reference,
+        else a judge and a reference executor of the job's own."""
+        self.sup_j, judge_sup = socket.socketpair()
+        srv = self.z.server
+        if srv is not None and srv.key in (None, key):
+            try:
+                socket.send_fds(srv.ctl, [b"j"], [judge_sup.fileno(), self.judge_cand.fileno(), self.cand_ctl] +
+                                list(self.memfds.values()))
+            except OSError:
+                self.server_report = {"server": "drop"}
+            else:
+                judge_sup.close()
+                self.judge_cand.close()
+                self.lent = srv
+                self.server_report = {"server": "drop"}        # until release_server says otherwise
+                self.meta["reference_process"] = "reused" if srv.key is not None else "new_server"
+                self.judge = ServerChild("judge", srv.pid, None)
+                return
+        elif srv is not None:
+            self.server_report = {"server": "drop"}           # bound to another reference
+        lib = self.z.sandbox_lib
+        memfds = dict(self.memfds)
 
         def judge():
-            import kgym_judge           # here, after the fork: never in an executor's memory
+            judge_ref, ref_end = socket.socketpair()
+            ref_ctl = control_memfd()
+            ref_pid = os.fork()
+            if ref_pid == 0:
+                judge_ref.close()
+                judge_sup.close()
+                self.judge_cand.close()
+                executor_main("reference", ref_end, ref_ctl, lib)
+                os._exit(0)
+            ref_end.close()
+            import kgym_judge           # here, after the forks: never in an executor's memory
             kgym_judge.judge_main(judge_sup, kgym_judge.Peer("reference", judge_ref, ref_ctl),
-                                  kgym_judge.Peer("candidate", judge_cand, cand_ctl), lib)
-        self.judge = child("judge", [judge_sup, judge_ref, judge_cand, ref_ctl, cand_ctl], judge)
-        self.children = [self.cand, self.ref, self.judge]
-        # The executors' first message (their job) comes from us; then
-        # those ends are the judge's alone.
-        self.to_ref, self.to_cand = judge_ref, judge_cand
-        for s in (judge_sup, ref_end, cand_end):
-            s.close()
-        for fd in (ref_ctl, cand_ctl):
-            os.close(fd)
-        self.forked = True
+                                  kgym_judge.Peer("candidate", self.judge_cand, self.cand_ctl), lib, memfds)
+        self.judge = self.spawn("judge", [judge_sup, self.judge_cand], [self.cand_ctl] + list(memfds.values()), judge)
+        self.children.append(self.judge)
+        judge_sup.close()
+        self.judge_cand.close()
+        self.meta["reference_process"] = "per_job"
+
+    def release_server(self, timeout):
+        """Tell a lent judge server the job is over and wait (`timeout` s at
+        most) until it says nothing of the job is left; else the zygote
+        drops it."""
+        if self.lent is None:
+            return
+        try:
+            send_msg(self.sup_j, {"type": "done"})
+            if select.select([self.sup_j], [], [], timeout)[0]:
+                msg = recv_msg(self.sup_j)
+                if msg is not None and msg.get("type") == "idle":
+                    self.server_report = {"server": "ok", "key": self.key}
+        except (OSError, ValueError):
+            pass
 
     def kill_children(self):
+        if self.lent is not None and self.server_report.get("server") != "ok":
+            try:
+                os.kill(self.lent.pid, signal.SIGKILL)    # the zygote reaps it and starts another
+            except ProcessLookupError:
+                pass
         for c in self.children:
             c.kill(wait=False)
-        for s in (getattr(self, "to_ref", None), getattr(self, "to_cand", None)):
-            if s is not None:
-                s.close()
+        for fd in list(self.memfds.values()) + ([self.cand_ctl] if getattr(self, "cand_ctl", None) else []):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.memfds = {}
+        self.cand_ctl = None
 
     # -- result helpers
     def base(self, status, compiled, correctness, code=None, message=None):
@@ -463,23 +551,38 @@ class Job:
             profile = dict(profile, cache_seed={rel: base64.b64encode(data).decode()
                                                 for rel, data in profile["cache_seed"].items()})
         try:
-            send_msg(self.to_cand, {"type": "job", "limits": lim, "job_dir": self.job_dir,
-                                    "job": dict(common, kernel_code=req["kernel_code"], compiler_profile=profile,
-                                                profile=probe)})
-            send_msg(self.to_ref, {"type": "job", "limits": lim, "job_dir": self.job_dir,
-                                   "job": dict(common, reference_backend=job["reference_backend"])})
+            send_msg(self.judge_cand, {"type": "job", "limits": lim, "job_dir": self.job_dir,
+                                       "job": dict(common, kernel_code=req["kernel_code"], compiler_profile=profile,
+                                                   profile=probe)})
         except OSError as e:
-            return self.fail("SYSTEM_ERROR", "a job process is gone before its job: %s" % e)
-        self.to_ref.close()
-        self.to_cand.close()
-        self.to_ref = self.to_cand = None
+            return self.fail("SYSTEM_ERROR", "the candidate process is gone before its job: %s" % e)
+        if job["device"] == "cpu":
+            # The areas of a CPU job (the judge's sandbox has no memfd_create).
+            self.memfds = {name: os.memfd_create("kgym-" + name, os.MFD_CLOEXEC)
+                           for name in ("inputs", "reference-outputs", "candidate-outputs")}
+        self.key = self.reference_key(job)
+        self.start_judge(self.key)
         cached = self.cached_reference_timing()
         self.meta["reference_timing_cached"] = cached is not None
         self.phase = ("compile", time.monotonic())
         self.deadline = self.phase[1] + float(lim.get("compile_timeout", 50))
         send_msg(self.sup_j, {"type": "job", "limits": lim, "job_dir": self.job_dir, "deadline": self.deadline,
-                              "job": dict(job, profile=probe, reference_timing=cached)})
-        return self.supervise()
+                              "job": dict(job, profile=probe, reference_timing=cached),
+                              "reference_job": dict(common, reference_backend=job["reference_backend"])})
+        try:
+            return self.supervise()
+        finally:
+            # Before the answer lets the GPU go: a lent server says it is
+            # idle, or it is killed like a judge of the job's own.
+            self.release_server(1.0)
+
+    def reference_key(self, job):
+        """What a judge server must have been set up and loaded with to
+        serve this job: the same reference code, entry point, device and
+        backend under the same limits."""
+        what = [job["reference_code"], job["entry_point"], job["device"], job.get("reference_backend"),
+                sorted(self.limits.items())]
+        return hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()
 
     def job_settings(self):
         r = self.req
@@ -556,6 +659,9 @@ class Job:
             except (ValueError, OSError, UnicodeDecodeError) as e:
                 msg = None
                 self.meta["judge_protocol"] = str(e)[:200]
+            if msg is None and self.lent is not None:
+                self.server_report = {"server": "drop"}
+                return self.fail("SYSTEM_ERROR", "the judge server ended during the job", self.compiled)
             if msg is None:
                 code, why = self.judge.death()
                 log = tail_of(os.path.join(self.job_dir, "judge", "output.log"))
@@ -581,7 +687,7 @@ class Job:
                 t_kill = time.monotonic()
                 self.cand.kill(wait=True)
                 if self.compiles:
-                    reap_descendants(exclude={self.ref.pid, self.judge.pid})
+                    reap_descendants(exclude={self.judge.pid})
                 self.meta["candidate_exit_ms"] = (time.monotonic() - t_kill) * 1e3
                 send_msg(self.sup_j, {"type": "killed"})
             elif t == "verdict":
@@ -651,7 +757,11 @@ class Job:
     def executor_gone(self, role, during, compiled):
         """An executor's process ended in the middle: say how, from its wait
         status (SIGSYS: the sandbox), with the end of its output."""
-        c = self.cand if role == "candidate" else self.ref
+        c = self.cand if role == "candidate" else None
+        if c is None:
+            # The reference executor is the judge's child: its end is the
+            # judge's to see, and it saw a process gone.
+            return self.fail("SYSTEM_ERROR", "the reference executor ended while %s" % during, compiled)
         if c.status is None:
             # Its socket closed: give the process a moment to be reapable.
             end = time.monotonic() + 2.0
@@ -736,6 +846,9 @@ class Zygote:
         self._cpu = None
         self.profiles = profiles or {}     # backend -> compiler_profile(), or the SandboxError
         self.static_checks = True          # off only in --once --no-static-checks (tests of the defence)
+        self.server = None                 # JudgeServer: a judge and reference executor kept across jobs
+        self.use_server = True
+        self.dying = []                    # dropped servers, reaped when they are gone
         self.report_fd = None              # in a supervisor: where it tells the zygote about the server
 
     def compiler_profile(self, backend):
@@ -806,6 +919,7 @@ class Zygote:
             if not data:
                 return
             self.jobs += 1
+            self.keep_judge_server()
             rd, wr = os.pipe()
             pid = os.fork()
             if pid == 0:
@@ -833,7 +947,7 @@ class Zygote:
         # The job's processes first, before the job is read: nothing of it
         # but what each is sent is ever in their memory.
         job = Job(self)
-        job.fork_children()
+        job.fork_candidate()
         msg = recv_msg(self.sock)
         if msg is None or msg.get("type") != "job":
             job.kill_children()
@@ -848,10 +962,50 @@ class Zygote:
         if self.report_fd is not None:
             os.write(self.report_fd, b"A")      # answered (take_report)
         job.cleanup()
+        if self.report_fd is not None:
+            os.write(self.report_fd, json.dumps(job.server_report).encode())
+
+    def keep_judge_server(self):
+        """Before a job: a judge server, fresh from this process -- which
+        never holds a task's data -- where the last one is gone; dropped
+        ones are reaped."""
+        for pid in list(self.dying):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    continue
+            except ChildProcessError:
+                pass
+            self.dying.remove(pid)
+        if self.server is not None and not self.server.alive():
+            self.server.ctl.close()
+            self.server = None
+        if self.server is None and self.sandbox_lib and self.use_server:
+            a, b = socket.socketpair()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    a.close()
+                    self.sock.close()
+                    judge_ref, ref_end = socket.socketpair()
+                    ref_ctl = control_memfd()
+                    if os.fork() == 0:
+                        judge_ref.close()
+                        b.close()
+                        executor_main("reference", ref_end, ref_ctl, self.sandbox_lib)
+                        os._exit(0)
+                    ref_end.close()
+                    import kgym_judge       # after the forks: never in an executor's memory
+                    kgym_judge.judge_server(b, kgym_judge.Peer("reference", judge_ref, ref_ctl), self.sandbox_lib)
+                finally:
+                    os._exit(70)
+            b.close()
+            self.server = JudgeServer(pid, a)
 
     def take_report(self, rd):
         """After a job: whether its supervisor took a job ("J") and answered
-        it ("A").  Returns (took, answered)."""
+        it ("A"), then its word on the judge server -- kept (not lent), ok
+        and bound to a reference, or to be dropped (also when the supervisor
+        said nothing: it died).  Returns (took, answered)."""
         # Written before the supervisor exited; read without waiting (a
         # process it left behind may hold the pipe open).
         os.set_blocking(rd, False)
@@ -865,7 +1019,25 @@ class Zygote:
                 break
             data += chunk
         os.close(rd)
-        return b"J" in data, b"A" in data
+        took, data = data.startswith(b"J"), data[1:] if data.startswith(b"J") else data
+        answered, data = data.startswith(b"A"), data[1:] if data.startswith(b"A") else data
+        try:
+            report = json.loads(data.decode()) if data else {"server": "drop"}
+        except ValueError:
+            report = {"server": "drop"}
+        srv = self.server
+        if srv is not None:
+            if report.get("server") == "ok" and isinstance(report.get("key"), str):
+                srv.key = report["key"]
+            elif report.get("server") != "kept":
+                try:
+                    os.kill(srv.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                srv.ctl.close()
+                self.dying.append(srv.pid)
+                self.server = None
+        return took, answered
 
 
 def run_job(job, request, limits):
@@ -1046,7 +1218,7 @@ def main(argv=None):
         z.jobs = 1
         z.static_checks = not args.no_static_checks
         job = Job(z)
-        job.fork_children()
+        job.fork_candidate()
         # Read only now: the job's processes are forked already, so none
         # has the job (its seed) in its memory -- as in a zygote's job.
         msg = json.loads(sys.stdin.read())

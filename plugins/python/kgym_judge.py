@@ -217,9 +217,12 @@ class Peer:
 
 
 class Judge:
-    def __init__(self, sup, ref, cand, lib):
+    def __init__(self, sup, ref, cand, lib, state=None, memfds=None):
         self.sup, self.ref, self.cand = sup, ref, cand
         self.lib = lib
+        self.state = state if state is not None else {}   # what a judge server keeps across jobs
+        self.memfds = memfds or {}  # the areas' memfds of a CPU job (the supervisor's: no memfd_create here)
+        self.area_fds = []          # the GPU areas' exported descriptors, closed after the job
         self.trials_passed = False
         self.meta = {}
         self.deadline = None
@@ -244,6 +247,10 @@ class Judge:
 
     # -- set-up
     def start(self):
+        """The job from the supervisor; the sandbox and CUDA where this
+        process has not set them up yet (a judge server did, at its first
+        job); the reference executor's job, forwarded; the reference's
+        get_inputs()."""
         msg = recv_msg(self.sup)
         if msg is None or msg.get("type") != "job":
             os._exit(0)
@@ -251,34 +258,58 @@ class Judge:
         self.job_dir = msg["job_dir"]
         self.deadline = float(msg["deadline"])
         self.phase_name = "compile"
-        # The areas' memfds (CPU jobs): made now, sized later -- the
-        # sandbox has no memfd_create without a GPU.
-        self.memfds = {} if job["device"] != "cpu" else {
-            name: os.memfd_create("kgym-" + name, os.MFD_CLOEXEC)
-            for name in ("inputs", "reference-outputs", "candidate-outputs")}
-        keep = {self.sup.fileno(), self.ref.sock.fileno(), self.cand.sock.fileno(), self.ref.ctl_fd,
-                self.cand.ctl_fd} | set(self.memfds.values())
-        try:
-            self.abi = child_setup("judge", job, limits, keep, self.job_dir, self.lib)
-        except Exception as e:  # noqa: BLE001 - fail closed
-            raise Verdict("SYSTEM_ERROR", "the judge could not enter the sandbox: %s" % e, completed=False)
-        self.meta["judge_setup_ms"] = dict(SETUP_MS)
-        self.ref.ctl, self.cand.ctl = ControlBlock(self.ref.ctl_fd), ControlBlock(self.cand.ctl_fd)
         self.gpu = job["device"] != "cpu"
         self.device = "cuda" if self.gpu else "cpu"
-        self.cuda = CudaDriver() if self.gpu else None
+        # The reference executor starts on its job at once (its CUDA start
+        # overlaps ours).
+        send_msg(self.ref.sock, {"type": "job", "job": msg["reference_job"], "limits": limits,
+                                 "job_dir": self.job_dir})
+        st = self.state
+        if "abi" not in st:
+            keep = {self.sup.fileno(), self.ref.sock.fileno(), self.cand.sock.fileno(), self.ref.ctl_fd,
+                    self.cand.ctl_fd} | set(self.memfds.values()) | st.get("keep", set())
+            try:
+                st["abi"] = child_setup("judge", job, limits, keep, self.job_dir, self.lib)
+            except Exception as e:  # noqa: BLE001 - fail closed
+                raise Verdict("SYSTEM_ERROR", "the judge could not enter the sandbox: %s" % e, completed=False)
+            self.meta["judge_setup_ms"] = dict(SETUP_MS)
+            st["cuda"] = CudaDriver() if self.gpu else None
+            st["flush"] = None
+            if self.gpu:
+                l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20) or (50 << 20)
+                st["flush"] = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+            self.ref.ctl = ControlBlock(self.ref.ctl_fd)
+        self.abi, self.cuda, self.flush = st["abi"], st["cuda"], st["flush"]
+        self.cand.ctl = ControlBlock(self.cand.ctl_fd)
         self.base = job["seed_base"]
         self.serial = 0
-        try:
-            self.mod = load_module(job["reference_code"], "reference_code")
-        except Exception:  # noqa: BLE001
-            raise Verdict("VALIDATION_ERROR", format_exc("the reference could not be loaded:"), completed=False)
+        if st.get("source") != job["reference_code"]:
+            try:
+                st["mod"] = load_module(job["reference_code"], "reference_code")
+            except Exception:  # noqa: BLE001
+                raise Verdict("VALIDATION_ERROR", format_exc("the reference could not be loaded:"), completed=False)
+            st["source"] = job["reference_code"]
+        self.mod = st["mod"]
         if not callable(self.mod.get("get_inputs")):
             raise Verdict("VALIDATION_ERROR", "reference_code defines no get_inputs", completed=False)
-        self.flush = None
+
+    def release(self):
+        """(A judge server, after a job) the job's buffers and tensors let go
+        of, here and in the reference executor: nothing of this job is
+        left for the next one."""
+        send_msg(self.ref.sock, {"type": "release"})
+        msg = self.ref.recv("releasing the job's buffers", time.monotonic() + 5)
+        if msg.get("type") != "released":
+            raise ExecutorGone("reference", "releasing the job's buffers")
+        self.inputs = self.ref.outputs = self.cand.outputs = None
+        self.keep_maps = []
+        for fd in self.area_fds:
+            os.close(fd)
+        self.area_fds = []
         if self.gpu:
-            l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20) or (50 << 20)
-            self.flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+            torch.cuda.synchronize()
+            self.cuda.release_all()
+            torch.cuda.empty_cache()
 
     def fresh_seed(self, tag):
         self.serial += 1
@@ -314,7 +345,10 @@ class Judge:
         fd = None
         if self.gpu:
             ptr, fd, _ = self.cuda.create(size)
+            self.area_fds.append(fd)
             views = tensors_of_area(desc, ptr)
+            for v in views:
+                v.zero_()          # handed over freshly initialised, whatever the memory held
         else:
             import mmap
             fd = self.memfds[name]
@@ -703,7 +737,19 @@ class Judge:
         msg = recv_msg(self.sup)
         if msg is None or msg.get("type") != "killed":
             os._exit(0)
-        overhead = median(self.calibrate())
+        cal = sorted(self.calibrate())
+        overhead = median(cal)
+        # The clock's resolution: the spread of the handshake's own cost.  A
+        # median below it is reported as it (below_resolution), so that
+        # noise never turns into a speedup.
+        resolution = max(0.001, cal[(3 * len(cal)) // 4] - cal[len(cal) // 4])
+
+        def net(samples):
+            st = stats([x - overhead for x in samples])
+            below = st["median_ms"] < resolution
+            st.update(median_ms=max(st["median_ms"], resolution), overhead_ms=overhead, resolution_ms=resolution,
+                      raw_median_ms=median(samples), below_resolution=below)
+            return st
         cached = self.job.get("reference_timing")
         if isinstance(cached, dict) and isinstance(cached.get("median_ms"), (int, float)):
             ref = None
@@ -712,13 +758,8 @@ class Judge:
             warm = max(0, int(self.job.get("num_warmup", 3)))
             self.reference_samples(warm, "the reference's warm-up call")
             ref = self.reference_samples(len(raw), "the reference's timed call")
-            ref_stats = stats([max(0.0, x - overhead) for x in ref])
-        kstats = stats([max(0.0, x - overhead) for x in raw])
-        kstats["overhead_ms"] = overhead
-        kstats["raw_median_ms"] = median(raw)
-        if ref is not None:
-            ref_stats["overhead_ms"] = overhead
-            ref_stats["raw_median_ms"] = median(ref)
+            ref_stats = net(ref)
+        kstats = net(raw)
         result.update(kernel=kstats, reference=ref_stats, reference_cached=ref is None)
         return result
 
@@ -735,10 +776,8 @@ def all_nonnegative(inputs):
     return seen
 
 
-def judge_main(sup, ref, cand, lib):
-    """The body of the judge process.  Sends the supervisor one "verdict"
-    message and exits."""
-    j = Judge(sup, ref, cand, lib)
+def judge_job(j):
+    """Run one job on Judge j; send the supervisor its one "verdict"."""
     out = {"type": "verdict"}
     try:
         out.update(j.run(), ok=True)
@@ -748,17 +787,79 @@ def judge_main(sup, ref, cand, lib):
     except ExecutorGone as g:
         out.update(ok=False, gone=g.role, during=g.during, trials=j.trials)
     except Exception:  # noqa: BLE001
-        out.update(ok=False, code="SYSTEM_ERROR", message=clip(format_exc("the judge failed:", 20)),
-                   completed=False)
         import traceback
-        out["message"] = clip("the judge failed: " + traceback.format_exc())
+        out.update(ok=False, code="SYSTEM_ERROR", message=clip("the judge failed: " + traceback.format_exc()),
+                   completed=False)
     out["compiled"] = j.compiled
     out["checked_calls"] = j.checked_calls
     out["calls"] = j.calls
     out["profile"] = j.profile
     out["triton_kernels_matter"] = j.matter
-    pm = {r: median(v) for r, v in j.prep_ms.items() if v}
-    j.meta["judge_prep_ms_p50"] = pm
+    j.meta["judge_prep_ms_p50"] = {r: median(v) for r, v in j.prep_ms.items() if v}
     out["meta"] = j.meta
-    send_msg(sup, out)
+    send_msg(j.sup, out)
+    return out
+
+
+def judge_main(sup, ref, cand, lib, memfds):
+    """The body of a job's own judge process: one job, then exit."""
+    judge_job(Judge(sup, ref, cand, lib, memfds=memfds))
     os._exit(0)
+
+
+class FdWriter:
+    def __init__(self, fd):
+        self.fd = fd
+
+    def sendall(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+
+def judge_server(ctl, ref, lib):
+    """A judge kept by the zygote across the jobs of one reference, with its
+    reference executor: its sandbox, CUDA context and the reference's module
+    serve them all (the models are built again for each job's init seed, the
+    seeds and buffers are the job's own).  Each job arrives on `ctl` as
+    descriptors -- the supervisor's socket, the candidate's socket and
+    control block, and a CPU job's memfds -- and ends with the supervisor's
+    "done": the job's buffers are released here and in the reference
+    executor, and only then is "idle" said.  Anything else ends the
+    server; the zygote starts another."""
+    import socket as _socket
+    from kgym_common import unix_socket
+    state = {"keep": {ctl.fileno()}}
+    while True:
+        try:
+            _, fds, _, _ = _socket.recv_fds(ctl, 16, 8)
+        except OSError:
+            os._exit(0)
+        if len(fds) < 3:
+            os._exit(0)               # the zygote is gone
+        try:
+            sup = unix_socket(fds[0])
+            cand = Peer("candidate", unix_socket(fds[1]), fds[2])
+            memfds = dict(zip(("inputs", "reference-outputs", "candidate-outputs"), fds[3:6]))
+            j = Judge(sup, ref, cand, lib, state, memfds)
+        except Exception:  # noqa: BLE001 - say why where it is read, then go
+            import traceback
+            os.write(fds[0], b"")
+            send_msg(FdWriter(fds[0]), {"type": "verdict", "ok": False, "code": "SYSTEM_ERROR", "completed": False,
+                                         "message": clip("the judge server failed: " + traceback.format_exc())})
+            os._exit(0)
+        out = judge_job(j)
+        if out.get("gone") or out.get("code") == "SYSTEM_ERROR" or "abi" not in state:
+            os._exit(0)
+        msg = recv_msg(sup)
+        if msg is None or msg.get("type") != "done":
+            os._exit(0)
+        try:
+            j.release()
+        except Exception:  # noqa: BLE001 - not clean: not to be kept
+            os._exit(0)
+        send_msg(sup, {"type": "idle"})
+        sup.close()
+        cand.sock.close()
+        for fd in fds[2:]:
+            os.close(fd)
