@@ -10,7 +10,7 @@
  *     beside ours) and enters the "timing" phase, whose deadline is the
  *     parent's business;
  *   - warm-up calls of both programs, untimed;
- *   - then pairs of calls, the reference then the candidate (ABAB), both on
+ *   - then pairs of calls, the candidate then the reference (BABA), both on
  *     the same fresh inputs of a new secret seed.  Before every call,
  *     outside the timed region: inputs regenerated, outputs poisoned,
  *     scratch zeroed, shared memory scrubbed, persisting L2 lines reset and
@@ -20,13 +20,16 @@
  *     host's launch latency;
  *   - CUDA events on our stream right around the whole launch plan;
  *   - every call of the timing phase, warm-up and profiled calls included,
- *     is one round of the same host and device work (timing_round): the
- *     reference on the round's fresh inputs, its outputs to the host, the
- *     candidate on the same inputs, then its outputs checked against the
- *     reference's and its inputs against their hashes.  No call is singled
- *     out, so device code (a %globaltimer, __device__ state) has nothing
- *     to tell a checked call from another by: all are checked, and a wrong
- *     one is a REWARD_HACK;
+ *     is one round of the same host and device work (timing_round),
+ *     queued whole with one wait at its end: the candidate; its inputs
+ *     hashed, regenerated and hashed again; the reference on them into
+ *     ev->expect; the candidate's outputs compared with those on the GPU,
+ *     ev->expect wiped; the results read back in one small copy.  No
+ *     expected value is on the device while candidate code can run (the
+ *     reference comes after it in stream order) and none is copied
+ *     either way.  No call is singled out, so device code (a
+ *     %globaltimer, __device__ state) has nothing to tell a checked call
+ *     from another by: all are checked, and a wrong one is a REWARD_HACK;
  *   - the candidate's module is loaded again (bind_reload: every
  *     __device__ variable back to its initial value) after the correctness
  *     trials, before the warm-up, and before one timed pair in
@@ -37,15 +40,15 @@
  *     timing_rel_precision of the median, or at max_timing_trials pairs, or
  *     after max_timing_ms;
  *   - the SM clock is sampled through NVML while each timed candidate
- *     call runs (between queuing its end event and waiting for it);
+ *     call runs (between queuing its end event and the round's wait);
  *   - CUPTI (profile.c) records every kernel of each call, on any stream,
- *     flushed once its end event has been waited for; after timing a few
- *     more candidate calls, with and without CUPTI, measure its cost.
+ *     flushed once the round's wait is over; after timing a few more
+ *     rounds, with and without CUPTI, measure its cost.
  * A cached reference timing (request.reference_timing) skips timing the
  * reference; it still runs, its time unused, for the checks.  kernel_simple
  * times the candidate alone: its calls are checked against the reference's
- * (whose time is unused) when it has one, and not at all with test cases
- * alone (there is nothing to check them against; every call is alike
+ * (whose time is unused) when it has one; with test cases alone only its
+ * inputs are (there is no output to check against; every call is alike
  * still).
  */
 #include "config.h"
