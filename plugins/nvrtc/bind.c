@@ -348,6 +348,21 @@ bind_tensors(struct evaluate *ev, struct evaluate_prog *p)
 	}
 }
 
+void
+bind_outputs(struct evaluate *ev, struct evaluate_prog *p, const struct device_buf *outs)
+{
+	const struct spec_launch_arg *arg;
+	size_t s, a;
+
+	(void)ev;
+	for (s = 0; s < p->plan->nsteps; s++)
+		for (a = 0; a < p->plan->steps[s].nargs; a++) {
+			arg = &p->plan->steps[s].args[a];
+			if (arg->kind == SPEC_ARG_TENSOR && arg->role == SPEC_ROLE_OUTPUT)
+				p->vals[s][a].p = outs[arg->index].ptr;
+		}
+}
+
 int
 bind_reload(struct evaluate *ev, struct evaluate_prog *p, char **ret_cause)
 {

@@ -127,20 +127,21 @@ evaluate_trial_init(const struct evaluate *ev, size_t t)
 
 /* --------------------------------------------------------------- calls */
 
-int
-evaluate_prepare_call(struct evaluate *ev, uint64_t seed, size_t init_index, bool hash,
-    char **ret_cause)
+/*
+ * Inputs from `seed` (init number `init_index`), the outputs `outs`
+ * poisoned from `poison`, both programs' scratch zeroed, shared memory
+ * scrubbed: everything one call needs, queued.
+ */
+static int
+evaluate_prepare(struct evaluate *ev, uint64_t seed, size_t init_index,
+    const struct device_buf *outs, uint64_t poison, char **ret_cause)
 {
 	const struct spec_problem *pb = &ev->spec->problem;
 	const struct spec_tensor *t;
 	struct evaluate_prog *progs[2] = { &ev->ref, &ev->sol };
-	CUdeviceptr hslot = ev->slots.ptr + ev->sev->noutputs * sizeof(struct helpers_cmp);
 	size_t i, k;
 	int error;
 
-	ev->calls++;
-	ev->call_seed = seed;
-	ev->poison_seed = value_seed(ev->seed, VALUE_TAG_POISON, ev->calls);
 	for (i = 0; i < pb->ninputs; i++) {
 		t = &pb->inputs[i];
 		if (ev->case_in != NULL)
@@ -154,8 +155,8 @@ evaluate_prepare_call(struct evaluate *ev, uint64_t seed, size_t init_index, boo
 			return error;
 	}
 	for (i = 0; i < pb->noutputs; i++)
-		if ((error = device_poison(&ev->out[i], pb->outputs[i].dtype,
-		    ev->sev->outputs[i].numel, value_seed(ev->poison_seed, VALUE_TAG_POISON, i),
+		if ((error = device_poison(&outs[i], pb->outputs[i].dtype,
+		    ev->sev->outputs[i].numel, value_seed(poison, VALUE_TAG_POISON, i),
 		    ret_cause)) < 0)
 			return error;
 	/* Both programs' scratch: the other's may hold its intermediate results. */
@@ -164,7 +165,24 @@ evaluate_prepare_call(struct evaluate *ev, uint64_t seed, size_t init_index, boo
 			if ((error = device_zero(progs[k]->scratch[i].ptr,
 			    progs[k]->scratch[i].bytes, ret_cause)) < 0)
 				return error;
-	if ((error = device_scrub_shared(ret_cause)) < 0)
+	return device_scrub_shared(ret_cause);
+}
+
+int
+evaluate_prepare_call(struct evaluate *ev, uint64_t seed, size_t init_index, bool hash,
+    char **ret_cause)
+{
+	const struct spec_problem *pb = &ev->spec->problem;
+	CUdeviceptr hslot = ev->slots.ptr + ev->sev->noutputs * sizeof(struct helpers_cmp);
+	size_t i;
+	int error;
+
+	ev->calls++;
+	ev->call_seed = seed;
+	ev->call_init = init_index;
+	ev->poison_seed = value_seed(ev->seed, VALUE_TAG_POISON, ev->calls);
+	if ((error = evaluate_prepare(ev, seed, init_index, ev->out, ev->poison_seed,
+	    ret_cause)) < 0)
 		return error;
 	if (!hash)
 		return 0;
@@ -175,6 +193,27 @@ evaluate_prepare_call(struct evaluate *ev, uint64_t seed, size_t init_index, boo
 	/* On the host before the candidate runs: it cannot rewrite them. */
 	return pb->ninputs == 0 ? 0 : device_download(ev->in_hash, hslot,
 	    pb->ninputs * sizeof(uint64_t), ret_cause);
+}
+
+int
+evaluate_prepare_reference(struct evaluate *ev, char **ret_cause)
+{
+	/* The candidate's poison seed stays: a check names unwritten elements. */
+	return evaluate_prepare(ev, ev->call_seed, ev->call_init, ev->expect,
+	    value_seed(ev->poison_seed, VALUE_TAG_POISON, UINT64_MAX), ret_cause);
+}
+
+int
+evaluate_hash_inputs(struct evaluate *ev, CUdeviceptr slots, char **ret_cause)
+{
+	size_t i;
+	int error;
+
+	for (i = 0; i < ev->sev->ninputs; i++)
+		if ((error = device_hash(&ev->in[i], value_seed(ev->call_seed, VALUE_TAG_HASH, i),
+		    slots + i * sizeof(uint64_t), ret_cause)) < 0)
+			return error;
+	return 0;
 }
 
 int
@@ -254,42 +293,19 @@ evaluate_is_poison(enum spec_dtype dt, uint64_t seed, uint64_t i, const void *el
 }
 
 int
-evaluate_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause)
+evaluate_check_read(struct evaluate *ev, const struct helpers_cmp *cmp, const uint64_t *hash,
+    const uint64_t *hash_before, const struct device_buf *expected, struct evaluate_check *ret,
+    char **ret_cause)
 {
 	const struct spec_problem *pb = &ev->spec->problem;
 	size_t no = ev->sev->noutputs, ni = ev->sev->ninputs, o, i, esize;
-	CUdeviceptr hslot = ev->slots.ptr + no * sizeof(struct helpers_cmp);
-	struct helpers_cmp *cmp = NULL;
 	struct evaluate_check c;
-	unsigned char got[8];
-	uint64_t *hash;
+	unsigned char got[8], want[8];
 	double d;
 	int error;
 
 	memset(&c, 0, sizeof c);
 	c.ok = true;
-	for (o = 0; o < no; o++) {
-		if ((error = device_upload(ev->expect[o].ptr, evaluate_expected(ev, o),
-		    ev->expect[o].bytes,
-		    ret_cause)) < 0 ||
-		    (error = device_compare(&ev->out[o], &ev->expect[o], pb->outputs[o].dtype,
-		    ev->sev->outputs[o].numel, pb->outputs[o].atol, pb->outputs[o].rtol,
-		    ev->slots.ptr + o * sizeof(struct helpers_cmp), ret_cause)) < 0)
-			return error;
-	}
-	for (i = 0; i < ni; i++)
-		if ((error = device_hash(&ev->in[i], value_seed(ev->call_seed, VALUE_TAG_HASH, i),
-		    hslot + i * sizeof(uint64_t), ret_cause)) < 0)
-			return error;
-	/* Wiped in stream order, before anything launched later can run. */
-	for (o = 0; o < no; o++)
-		if ((error = device_zero(ev->expect[o].ptr, ev->expect[o].bytes, ret_cause)) < 0)
-			return error;
-	if ((cmp = malloc(ev->slots.bytes)) == NULL)
-		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
-	if ((error = device_download(cmp, ev->slots.ptr, ev->slots.bytes, ret_cause)) < 0)
-		goto free_cmp;
-	hash = (uint64_t *)(void *)(cmp + no);
 	for (o = 0; o < no; o++) {
 		c.mismatches += cmp[o].mismatches;
 		memcpy(&d, &cmp[o].max_abs_bits, sizeof d);
@@ -304,15 +320,21 @@ evaluate_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause
 		esize = spec_dtype_size(pb->outputs[o].dtype);
 		if ((error = device_download(got, ev->out[o].ptr + c.first_bad * esize, esize,
 		    ret_cause)) < 0)
-			goto free_cmp;
+			return error;
+		if (expected != NULL) {
+			if ((error = device_download(want, expected[o].ptr + c.first_bad * esize,
+			    esize, ret_cause)) < 0)
+				return error;
+		} else {
+			memcpy(want, evaluate_expected(ev, o) + c.first_bad * esize, esize);
+		}
 		value_format(pb->outputs[o].dtype, got, c.got, sizeof c.got);
-		value_format(pb->outputs[o].dtype, evaluate_expected(ev, o) + c.first_bad * esize,
-		    c.expected, sizeof c.expected);
+		value_format(pb->outputs[o].dtype, want, c.expected, sizeof c.expected);
 		c.never_written = evaluate_is_poison(pb->outputs[o].dtype,
 		    value_seed(ev->poison_seed, VALUE_TAG_POISON, o), c.first_bad, got);
 	}
 	for (i = 0; i < ni; i++) {
-		if (hash[i] == ev->in_hash[i])
+		if (hash[i] == hash_before[i])
 			continue;
 		c.ok = false;
 		c.input_changed = true;
@@ -320,8 +342,38 @@ evaluate_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause
 		break;
 	}
 	*ret = c;
-	error = 0;
-free_cmp:
+	return 0;
+}
+
+int
+evaluate_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause)
+{
+	const struct spec_problem *pb = &ev->spec->problem;
+	size_t no = ev->sev->noutputs, o;
+	struct helpers_cmp *cmp = NULL;
+	int error;
+
+	for (o = 0; o < no; o++) {
+		if ((error = device_upload(ev->expect[o].ptr, evaluate_expected(ev, o),
+		    ev->expect[o].bytes,
+		    ret_cause)) < 0 ||
+		    (error = device_compare(&ev->out[o], &ev->expect[o], pb->outputs[o].dtype,
+		    ev->sev->outputs[o].numel, pb->outputs[o].atol, pb->outputs[o].rtol,
+		    ev->slots.ptr + o * sizeof(struct helpers_cmp), ret_cause)) < 0)
+			return error;
+	}
+	if ((error = evaluate_hash_inputs(ev, ev->slots.ptr + no * sizeof(struct helpers_cmp),
+	    ret_cause)) < 0)
+		return error;
+	/* Wiped in stream order, before anything launched later can run. */
+	for (o = 0; o < no; o++)
+		if ((error = device_zero(ev->expect[o].ptr, ev->expect[o].bytes, ret_cause)) < 0)
+			return error;
+	if ((cmp = malloc(ev->slots.bytes)) == NULL)
+		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
+	if ((error = device_download(cmp, ev->slots.ptr, ev->slots.bytes, ret_cause)) == 0)
+		error = evaluate_check_read(ev, cmp, (const uint64_t *)(const void *)(cmp + no),
+		    ev->in_hash, NULL, ret, ret_cause);
 	free(cmp);
 	return error;
 }

@@ -510,6 +510,7 @@ struct evaluate {
 	struct evaluate_prog *running;	/* whose code may still be on the GPU */
 	unsigned int calls;		/* calls prepared so far */
 	uint64_t call_seed;		/* the latest call's inputs (and hash salts) */
+	size_t call_init;		/* ... and their init number */
 	uint64_t poison_seed;		/* the latest call's poison */
 	unsigned char **case_in;	/* test cases: this call's inputs, else NULL */
 	unsigned char **case_out;	/* ... and its expected outputs (else ref_host) */
@@ -553,6 +554,12 @@ void	bind_tensors(struct evaluate *ev, struct evaluate_prog *p);
  * (a CUDA failure; the old module is kept).
  */
 int	bind_reload(struct evaluate *ev, struct evaluate_prog *p, char **ret_cause);
+/*
+ * Point p's output arguments at `outs` (one buffer per output of the
+ * current size set): the timing phase has the reference write into
+ * ev->expect, and puts it back on ev->out after.
+ */
+void	bind_outputs(struct evaluate *ev, struct evaluate_prog *p, const struct device_buf *outs);
 void	bind_release(struct evaluate_prog *p);
 
 /* ==== end of bind.c ==== */
@@ -591,6 +598,16 @@ void	evaluate_cuda_failure(struct evaluate *ev, const char *during, char *cause)
  */
 int	evaluate_prepare_call(struct evaluate *ev, uint64_t seed, size_t init_index, bool hash,
 	    char **ret_cause);
+/*
+ * After the candidate's call: the latest call's inputs regenerated (same
+ * seed and init), ev->expect poisoned, scratch zeroed, shared memory
+ * scrubbed -- the reference's call, writing into ev->expect, comes next.
+ * Queued, no wait.
+ */
+int	evaluate_prepare_reference(struct evaluate *ev, char **ret_cause);
+/* Queue a keyed hash of each input (the latest call's salts) into the
+ * uint64_t at slots + 8 * i (zeroed first). */
+int	evaluate_hash_inputs(struct evaluate *ev, CUdeviceptr slots, char **ret_cause);
 /* Queue p's launch plan on the stream (sets ev->running). */
 int	evaluate_launch(struct evaluate *ev, struct evaluate_prog *p, char **ret_cause);
 /* Copy the outputs (the reference's, just computed) to ev->ref_host. */
@@ -598,6 +615,16 @@ int	evaluate_save_reference(struct evaluate *ev, char **ret_cause);
 /* Compare the outputs with ev->ref_host and the inputs with ev->in_hash;
  * leaves no expected value on the device. */
 int	evaluate_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause);
+/*
+ * The check from comparison slots and input hashes already on the host:
+ * cmp per output, hash (after the call) against hash_before, per input.
+ * For a mismatch the wrong element is read from ev->out, its expected
+ * value from `expected` on the device (NULL: ev->ref_host or the test
+ * case).  0, or -errno with *ret_cause (a CUDA failure).
+ */
+int	evaluate_check_read(struct evaluate *ev, const struct helpers_cmp *cmp,
+	    const uint64_t *hash, const uint64_t *hash_before, const struct device_buf *expected,
+	    struct evaluate_check *ret, char **ret_cause);
 /* "output 'out' is wrong at index ..." for a failed check. */
 void	evaluate_check_message(struct evaluate *ev, const struct evaluate_check *c,
 	    char *buf, size_t len);
@@ -714,6 +741,11 @@ int	profdata_call_begin(struct profdata *pd, enum profile_owner program,
 /* The call in progress ended: its events time and host wall time. */
 void	profdata_call_end(struct profdata *pd, double events_ms, double host_ms,
 	    uint64_t host_ns);
+/* The times of the latest ended call of `program`, known later than its
+ * end (the round's results read back): events, host wall time, its end on
+ * the host's CUPTI clock. */
+void	profdata_call_times(struct profdata *pd, enum profile_owner program, double events_ms,
+	    double host_ms, uint64_t host_ns);
 /* The latest ended call of `program` went into the timing series. */
 void	profdata_mark_timed(struct profdata *pd, enum profile_owner program);
 /* A cuLaunchKernel of fn (CUPTI's API callback); failed: it returned an error. */
@@ -725,6 +757,8 @@ int	profdata_copy(struct profdata *pd, const struct profdata_copy *c);
 void	profdata_dropped(struct profdata *pd, uint64_t n);
 /* Has the latest call a record for each of its program's launches? */
 bool	profdata_call_complete(const struct profdata *pd);
+/* ... and each of the latest n calls? */
+bool	profdata_calls_complete(const struct profdata *pd, size_t n);
 /* Settle every ended call; `final`: those still missing records too. */
 void	profdata_settle(struct profdata *pd, bool final);
 /* Every call so far (settled or not); *ret_n of them. */
@@ -786,7 +820,16 @@ void	profile_job_end(void);
 /* Around each call of timing.c (the purpose holds until changed). */
 void	profile_set_purpose(enum profile_purpose purpose);
 void	profile_call_begin(enum profile_owner program);
-void	profile_call_end(double events_ms);
+/* The call's plan and end event are queued: launches from here are not
+ * its own.  Its times come later, with profile_call_done(). */
+void	profile_call_queued(void);
+/* The latest queued call of `program` is complete: its events time, and
+ * its host time from profile_call_begin until now less `less_ms` (GPU
+ * work of the round queued after it that the host waited for too). */
+void	profile_call_done(enum profile_owner program, double events_ms, double less_ms);
+/* After the round's profile_call_done()s: CUPTI's records flushed until
+ * the latest ncalls calls have all theirs. */
+void	profile_round_flush(size_t ncalls);
 void	profile_mark_timed(enum profile_owner program);
 /* Collection on or off between calls (CUPTI's cost); a failure turns
  * profiling off for the job and is logged. */

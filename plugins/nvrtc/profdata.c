@@ -442,6 +442,24 @@ profdata_call_end(struct profdata *pd, double events_ms, double host_ms, uint64_
 }
 
 void
+profdata_call_times(struct profdata *pd, enum profile_owner program, double events_ms,
+    double host_ms, uint64_t host_ns)
+{
+	struct profile_call_summary *s;
+	size_t i;
+
+	for (i = pd->ncalls; i-- > 0;) {
+		if (!pd->calls[i].ended || pd->sums[i].program != program)
+			continue;
+		s = &pd->sums[i];
+		s->events_ms = events_ms;
+		s->host_ms = host_ms;
+		s->host_end_ns = host_ns;
+		return;
+	}
+}
+
+void
 profdata_mark_timed(struct profdata *pd, enum profile_owner program)
 {
 	size_t i;
@@ -472,6 +490,17 @@ profdata_call_complete(const struct profdata *pd)
 		return true;
 	i = pd->current >= 0 ? (size_t)pd->current : pd->ncalls - 1;
 	return profdata_complete(pd, i);
+}
+
+bool
+profdata_calls_complete(const struct profdata *pd, size_t n)
+{
+	size_t i;
+
+	for (i = pd->ncalls; n > 0 && i-- > 0; n--)
+		if (!profdata_complete(pd, i))
+			return false;
+	return true;
 }
 
 /* ------------------------------------------------------- profile */

@@ -30,10 +30,12 @@
  *              the job is then timed with events alone, never failed.
  *   jobs       profile_job_begin() at the start of timing registers the
  *              functions and starts feeding profdata; each measured call is
- *              bracketed by profile_call_begin/end, and its end flushes
- *              CUPTI's buffers (cuptiActivityFlushAll after the end event's
- *              synchronisation, forced only when the call still misses a
- *              record), so the call's numbers are in before the next one.
+ *              bracketed by profile_call_begin and profile_call_queued (its
+ *              launches queued); once the round's results are read back
+ *              (its end events complete), profile_call_done gives each its
+ *              times and profile_round_flush flushes CUPTI's buffers
+ *              (cuptiActivityFlushAll, forced only when a call still misses
+ *              a record), so the calls' numbers are in before the next.
  *   fini       only our own memory: CUPTI may still call the buffer
  *              callback from its exit handler, which finds nothing to feed.
  *
@@ -128,6 +130,7 @@ static struct {
 	bool job;			/* between profile_job_begin and _end */
 	bool in_call;
 	struct timespec call_t0;
+	struct timespec queued_t0[PROFILE_UNKNOWN];	/* per program: its call's begin */
 	char *job_broken;		/* why this job's profile is void (malloc'd) */
 } prof;
 
@@ -753,6 +756,8 @@ profile_call_begin(enum profile_owner program)
 		return;
 	ts = profile_timestamp();
 	clock_gettime(CLOCK_MONOTONIC, &prof.call_t0);
+	if (program < PROFILE_UNKNOWN)
+		prof.queued_t0[program] = prof.call_t0;
 	pthread_mutex_lock(&profile_lock);
 	error = profdata_call_begin(profile_pd, program, prof.purpose, prof.active, ts);
 	pthread_mutex_unlock(&profile_lock);
@@ -760,28 +765,47 @@ profile_call_begin(enum profile_owner program)
 }
 
 void
-profile_call_end(double events_ms)
+profile_call_queued(void)
 {
-	double host_ms;
 	uint64_t ts;
-	bool complete;
 
 	if (!prof.job || !prof.in_call)
 		return;
 	prof.in_call = false;
-	host_ms = profile_elapsed_ms(&prof.call_t0);
 	ts = profile_timestamp();
 	pthread_mutex_lock(&profile_lock);
-	profdata_call_end(profile_pd, events_ms, host_ms, ts);
+	profdata_call_end(profile_pd, NAN, NAN, ts);
 	pthread_mutex_unlock(&profile_lock);
-	if (!prof.active)
+}
+
+void
+profile_call_done(enum profile_owner program, double events_ms, double less_ms)
+{
+	uint64_t ts;
+	double host_ms;
+
+	if (!prof.job || program >= PROFILE_UNKNOWN)
 		return;
-	/* The end event has been waited for: the plan's records are complete.
+	host_ms = profile_elapsed_ms(&prof.queued_t0[program]) - less_ms;
+	ts = profile_timestamp();
+	pthread_mutex_lock(&profile_lock);
+	profdata_call_times(profile_pd, program, events_ms, host_ms, ts);
+	pthread_mutex_unlock(&profile_lock);
+}
+
+void
+profile_round_flush(size_t ncalls)
+{
+	bool complete;
+
+	if (!prof.job || !prof.active)
+		return;
+	/* The end events have been waited for: the calls' records are complete.
 	 * A plain flush returns the buffers whose records all are; forced
-	 * only if the call still misses one. */
+	 * only if a call still misses one. */
 	profile_flush(false);
 	pthread_mutex_lock(&profile_lock);
-	complete = profdata_call_complete(profile_pd);
+	complete = profdata_calls_complete(profile_pd, ncalls);
 	pthread_mutex_unlock(&profile_lock);
 	if (!complete)
 		profile_flush(true);

@@ -10,7 +10,7 @@
  *     beside ours) and enters the "timing" phase, whose deadline is the
  *     parent's business;
  *   - warm-up calls of both programs, untimed;
- *   - then pairs of calls, the reference then the candidate (ABAB), both on
+ *   - then pairs of calls, the candidate then the reference (BABA), both on
  *     the same fresh inputs of a new secret seed.  Before every call,
  *     outside the timed region: inputs regenerated, outputs poisoned,
  *     scratch zeroed, shared memory scrubbed, persisting L2 lines reset and
@@ -20,13 +20,16 @@
  *     host's launch latency;
  *   - CUDA events on our stream right around the whole launch plan;
  *   - every call of the timing phase, warm-up and profiled calls included,
- *     is one round of the same host and device work (timing_round): the
- *     reference on the round's fresh inputs, its outputs to the host, the
- *     candidate on the same inputs, then its outputs checked against the
- *     reference's and its inputs against their hashes.  No call is singled
- *     out, so device code (a %globaltimer, __device__ state) has nothing
- *     to tell a checked call from another by: all are checked, and a wrong
- *     one is a REWARD_HACK;
+ *     is one round of the same host and device work (timing_round),
+ *     queued whole with one wait at its end: the candidate; its inputs
+ *     hashed, regenerated and hashed again; the reference on them into
+ *     ev->expect; the candidate's outputs compared with those on the GPU,
+ *     ev->expect wiped; the results read back in one small copy.  No
+ *     expected value is on the device while candidate code can run (the
+ *     reference comes after it in stream order) and none is copied
+ *     either way.  No call is singled out, so device code (a
+ *     %globaltimer, __device__ state) has nothing to tell a checked call
+ *     from another by: all are checked, and a wrong one is a REWARD_HACK;
  *   - the candidate's module is loaded again (bind_reload: every
  *     __device__ variable back to its initial value) after the correctness
  *     trials, before the warm-up, and before one timed pair in
@@ -37,15 +40,15 @@
  *     timing_rel_precision of the median, or at max_timing_trials pairs, or
  *     after max_timing_ms;
  *   - the SM clock is sampled through NVML while each timed candidate
- *     call runs (between queuing its end event and waiting for it);
+ *     call runs (between queuing its end event and the round's wait);
  *   - CUPTI (profile.c) records every kernel of each call, on any stream,
- *     flushed once its end event has been waited for; after timing a few
- *     more candidate calls, with and without CUPTI, measure its cost.
+ *     flushed once the round's wait is over; after timing a few more
+ *     rounds, with and without CUPTI, measure its cost.
  * A cached reference timing (request.reference_timing) skips timing the
  * reference; it still runs, its time unused, for the checks.  kernel_simple
  * times the candidate alone: its calls are checked against the reference's
- * (whose time is unused) when it has one, and not at all with test cases
- * alone (there is nothing to check them against; every call is alike
+ * (whose time is unused) when it has one; with test cases alone only its
+ * inputs are (there is no output to check against; every call is alike
  * still).
  */
 #include "config.h"
@@ -78,108 +81,65 @@ timing_now_ms(void)
 }
 
 /*
- * One call of p on inputs from `seed`, timed with events, into *ret_ms,
- * with the SM clock sampled into *ret_mhz (0: unknown) unless NULL -- or a
- * verdict on ev: every failure here is a CUDA failure, and
- * evaluate_cuda_failure() knows whose.
+ * Where a round's results go: per output a comparison slot, then per input
+ * its hash after the candidate's call, then per input its hash once
+ * regenerated -- on the device, and read back in one copy.
+ */
+struct timing_verify {
+	struct device_buf slots;
+	unsigned char *host;
+};
+
+/*
+ * A driver call of the round failed.  Once the candidate's plan is queued,
+ * a fault pending on the context is the candidate's: its code ran first on
+ * the stream, and what follows (kgymd's helpers, the reference, which
+ * passed the correctness trials) is not waited for separately.  A call
+ * that failed by itself on a healthy context is its caller's.
  */
 static void
-timing_call(struct evaluate *ev, struct evaluate_prog *p, uint64_t seed, size_t init,
-    bool hash, const struct device_buf *flush, const char *when, double *ret_ms,
-    unsigned int *ret_mhz)
+timing_failure(struct evaluate *ev, bool sol_queued, const char *when, char *cause)
 {
-	CUevent start = nvdev.events[p->ev_start], end = nvdev.events[p->ev_end];
-	char *cause = NULL;
-	float ms = 0.0f;
-	CUresult rc;
-
-	if (evaluate_prepare_call(ev, seed, init, hash, &cause) < 0 ||
-	    device_flush_l2(flush, (uint32_t)seed, &cause) < 0)
-		goto fail;
-	/* profile.c (issue 5): the plan's launches from here are this call's. */
-	profile_call_begin(p == &ev->sol ? PROFILE_SOLUTION : PROFILE_REFERENCE);
-	if ((rc = nvcu.cuEventRecord(start, nvdev.stream)) != CUDA_SUCCESS) {
-		device_fail(rc, &cause, "cuEventRecord");
-		goto fail;
-	}
-	if (evaluate_launch(ev, p, &cause) < 0)
-		goto fail;
-	if ((rc = nvcu.cuEventRecord(end, nvdev.stream)) != CUDA_SUCCESS) {
-		device_fail(rc, &cause, "cuEventRecord");
-		goto fail;
-	}
-	/* While the plan (most likely) runs: the clock it runs at. */
-	if (ret_mhz != NULL && device_sm_clock_mhz(ret_mhz) < 0)
-		*ret_mhz = 0;
-	if ((rc = nvcu.cuEventSynchronize(end)) != CUDA_SUCCESS ||
-	    (rc = nvcu.cuEventElapsedTime(&ms, start, end)) != CUDA_SUCCESS) {
-		device_fail(rc, &cause, "timing %s", p->what);
-		goto fail;
-	}
-	ev->running = NULL;
-	profile_call_end(ms);		/* profile.c: flushes CUPTI's records */
-	*ret_ms = ms;
-	return;
-fail:
+	if (sol_queued && nvcu.cuCtxSynchronize() != CUDA_SUCCESS)
+		ev->running = &ev->sol;
 	evaluate_cuda_failure(ev, when, cause);
 }
 
 /*
- * One round of the timing phase, the same for every candidate call in it
- * -- warm-up, timed, profiled -- so that nothing the GPU can see (the host
- * work around the call, the kernels before and after it, the gaps between
- * them) tells one call from another:
- *   1. the reference on the round's fresh inputs (timed with events,
- *      whether or not its time is used), its outputs copied to the host;
- *   2. the candidate on the same inputs regenerated, outputs poisoned,
- *      the inputs' hashes taken and read back before it starts;
- *   3. its outputs compared with the reference's and its inputs with their
- *      hashes (evaluate_check: a compare kernel after the end event).
- * Without a reference (kernel_simple with test cases alone) steps 1 and 3
- * are skipped for every call alike: there is nothing to check against.
- * Times go into `ref` and `sol` when not NULL (and the reference's only
- * when `time_ref`); `timed_call` numbers a timed pair from 1 (0: another
- * call), for metadata.hack.  A failure, or a wrong call, is a verdict on ev.
+ * A wrong call: the verdict, with the element named.  The expected values
+ * were wiped with the round; the reference runs once more on the same
+ * inputs to name the one expected (the candidate never runs again).
  */
 static void
-timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, bool time_ref,
-    const struct device_buf *flush, struct timing_series *ref, struct timing_series *sol,
-    unsigned int *ret_mhz, uint64_t timed_call)
+timing_wrong(struct evaluate *ev, struct timing_verify *v, const char *when,
+    uint64_t timed_call)
 {
+	size_t no = ev->sev->noutputs, ni = ev->sev->ninputs, o;
+	const struct helpers_cmp *cmp = (const struct helpers_cmp *)(const void *)v->host;
+	const uint64_t *after = (const uint64_t *)(const void *)(cmp + no), *fresh = after + ni;
 	struct evaluate_check c;
 	char msg[1024], *cause = NULL;
-	unsigned int mhz = 0;
-	double ms = 0.0;
+	bool mismatch = false;
 
-	if (ev->has_ref) {
-		timing_call(ev, &ev->ref, seed, init, false, flush, when, &ms, NULL);
-		if (ev->code == NULL && evaluate_save_reference(ev, &cause) < 0)
-			evaluate_cuda_failure(ev, when, cause);
-		if (ev->code != NULL)
-			return;
-		if (time_ref && ref != NULL) {
-			ref->ms[ref->n++] = ms;
-			profile_mark_timed(PROFILE_REFERENCE);	/* profile.c */
-		}
-	}
-	timing_call(ev, &ev->sol, seed, init, true, flush, when, &ms, &mhz);
-	if (ev->code != NULL)
-		return;
-	if (sol != NULL) {
-		sol->ms[sol->n++] = ms;
-		profile_mark_timed(PROFILE_SOLUTION);		/* profile.c */
-		if (ret_mhz != NULL)
-			*ret_mhz = mhz;
-	}
-	if (!ev->has_ref)
-		return;
-	ev->timed_checks++;
-	if (evaluate_check(ev, &c, &cause) < 0) {
+	for (o = 0; o < no; o++)
+		mismatch |= cmp[o].mismatches != 0;
+	if (mismatch && (evaluate_prepare_reference(ev, &cause) < 0 ||
+	    evaluate_launch(ev, &ev->ref, &cause) < 0)) {
 		evaluate_cuda_failure(ev, when, cause);
 		return;
 	}
-	if (c.ok)
+	if (evaluate_check_read(ev, cmp, after, fresh, mismatch ? ev->expect : NULL, &c,
+	    &cause) < 0) {
+		evaluate_cuda_failure(ev, when, cause);
 		return;
+	}
+	ev->running = NULL;
+	for (o = 0; mismatch && o < no; o++)
+		if (device_zero(ev->expect[o].ptr, ev->expect[o].bytes, &cause) < 0 ||
+		    (o + 1 == no && device_sync(NULL, &cause) < 0)) {
+			evaluate_cuda_failure(ev, when, cause);
+			return;
+		}
 	evaluate_check_message(ev, &c, msg, sizeof msg);
 	evaluate_verdict(ev, false, "REWARD_HACK", "%s (in %s; every call of the timing phase "
 	    "is checked, and the correctness trials passed)", msg, when);
@@ -190,6 +150,139 @@ timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, 
 	    when);
 	if (timed_call > 0)
 		json_object_set_new(ev->hack, "timed_call", json_integer((json_int_t)timed_call));
+}
+
+/* Record an event on our stream: 0, or -errno with *ret_cause. */
+static int
+timing_record(CUevent e, char **ret_cause)
+{
+	CUresult rc;
+
+	if ((rc = nvcu.cuEventRecord(e, nvdev.stream)) != CUDA_SUCCESS)
+		return device_fail(rc, ret_cause, "cuEventRecord");
+	return 0;
+}
+
+/*
+ * One round of the timing phase, the same for every candidate call in it
+ * -- warm-up, timed, profiled -- so that nothing the GPU can see (the host
+ * work around the call, the kernels before and after it, the gaps between
+ * them) tells one call from another.  All of it is queued on our stream,
+ * and the host waits once, at the end:
+ *   1. the candidate: inputs from the round's secret seed, outputs
+ *      poisoned, scratch zeroed, shared memory scrubbed, the L2 flushed,
+ *      then its plan between its events (the SM clock sampled meanwhile);
+ *   2. its inputs hashed as it left them, then regenerated from the same
+ *      seed and hashed again: equal hashes, untouched inputs;
+ *   3. the reference on those inputs, into ev->expect (poisoned, scratch
+ *      zeroed, L2 flushed; between its own events, its time used or not),
+ *      the candidate's outputs compared with it on the GPU, and ev->expect
+ *      wiped -- all behind the candidate in stream order, so no expected
+ *      value exists while candidate code can run, and none travels;
+ *   4. the comparison slots and hashes copied back: the one wait, after
+ *      which both calls' events are complete.
+ * Without a reference (kernel_simple with test cases alone) step 3 is
+ * skipped for every call alike, and only the inputs are checked.  Times
+ * go into `ref` and `sol` when not NULL (the reference's only when
+ * `time_ref`); `timed_call` numbers a timed pair from 1 (0: another call),
+ * for metadata.hack.  A failure, or a wrong call, is a verdict on ev.
+ */
+static void
+timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, bool time_ref,
+    const struct device_buf *flush, struct timing_verify *v, struct timing_series *ref,
+    struct timing_series *sol, unsigned int *ret_mhz, uint64_t timed_call)
+{
+	const struct spec_problem *pb = &ev->spec->problem;
+	size_t no = ev->sev->noutputs, ni = ev->sev->ninputs, o, i;
+	CUdeviceptr after = v->slots.ptr + no * sizeof(struct helpers_cmp);
+	CUdeviceptr fresh = after + ni * sizeof(uint64_t);
+	const struct helpers_cmp *cmp = (const struct helpers_cmp *)(const void *)v->host;
+	const uint64_t *hash_after, *hash_fresh;
+	float sol_ms = 0.0f, ref_ms = 0.0f;
+	unsigned int mhz = 0;
+	bool queued = false, ok = true;
+	char *cause = NULL;
+	CUresult rc;
+
+	/* 1. */
+	if (evaluate_prepare_call(ev, seed, init, false, &cause) < 0 ||
+	    device_flush_l2(flush, (uint32_t)seed, &cause) < 0)
+		goto fail;
+	/* profile.c (issue 5): the plan's launches from here are this call's. */
+	profile_call_begin(PROFILE_SOLUTION);
+	if (timing_record(nvdev.events[ev->sol.ev_start], &cause) < 0)
+		goto fail;
+	queued = true;
+	if (evaluate_launch(ev, &ev->sol, &cause) < 0 ||
+	    timing_record(nvdev.events[ev->sol.ev_end], &cause) < 0)
+		goto fail;
+	/* While the plan (most likely) runs: the clock it runs at. */
+	if (device_sm_clock_mhz(&mhz) < 0)
+		mhz = 0;
+	profile_call_queued();
+	/* 2. */
+	if (evaluate_hash_inputs(ev, after, &cause) < 0 ||
+	    evaluate_prepare_reference(ev, &cause) < 0 ||
+	    evaluate_hash_inputs(ev, fresh, &cause) < 0)
+		goto fail;
+	/* 3. */
+	if (ev->has_ref) {
+		if (device_flush_l2(flush, (uint32_t)(seed >> 32), &cause) < 0)
+			goto fail;
+		profile_call_begin(PROFILE_REFERENCE);
+		if (timing_record(nvdev.events[ev->ref.ev_start], &cause) < 0 ||
+		    evaluate_launch(ev, &ev->ref, &cause) < 0 ||
+		    timing_record(nvdev.events[ev->ref.ev_end], &cause) < 0)
+			goto fail;
+		profile_call_queued();
+		for (o = 0; o < no; o++)
+			if (device_compare(&ev->out[o], &ev->expect[o], pb->outputs[o].dtype,
+			    ev->sev->outputs[o].numel, pb->outputs[o].atol, pb->outputs[o].rtol,
+			    v->slots.ptr + o * sizeof(struct helpers_cmp), &cause) < 0)
+				goto fail;
+		for (o = 0; o < no; o++)
+			if (device_zero(ev->expect[o].ptr, ev->expect[o].bytes, &cause) < 0)
+				goto fail;
+	}
+	/* 4. */
+	if (device_download(v->host, v->slots.ptr, v->slots.bytes, &cause) < 0)
+		goto fail;
+	if ((rc = nvcu.cuEventElapsedTime(&sol_ms, nvdev.events[ev->sol.ev_start],
+	    nvdev.events[ev->sol.ev_end])) != CUDA_SUCCESS ||
+	    (ev->has_ref && (rc = nvcu.cuEventElapsedTime(&ref_ms,
+	    nvdev.events[ev->ref.ev_start], nvdev.events[ev->ref.ev_end])) != CUDA_SUCCESS)) {
+		device_fail(rc, &cause, "timing the calls");
+		goto fail;
+	}
+	ev->running = NULL;
+	/* profile.c: the reference's part of the round is not the candidate's */
+	profile_call_done(PROFILE_SOLUTION, sol_ms, ev->has_ref ? ref_ms : 0.0);
+	if (ev->has_ref)
+		profile_call_done(PROFILE_REFERENCE, ref_ms, 0.0);
+	profile_round_flush(ev->has_ref ? 2 : 1);
+	if (ev->has_ref && time_ref && ref != NULL) {
+		ref->ms[ref->n++] = ref_ms;
+		profile_mark_timed(PROFILE_REFERENCE);		/* profile.c */
+	}
+	if (sol != NULL) {
+		sol->ms[sol->n++] = sol_ms;
+		profile_mark_timed(PROFILE_SOLUTION);		/* profile.c */
+		if (ret_mhz != NULL)
+			*ret_mhz = mhz;
+	}
+	if (ev->has_ref)
+		ev->timed_checks++;
+	hash_after = (const uint64_t *)(const void *)(cmp + no);
+	hash_fresh = hash_after + ni;
+	for (o = 0; o < no; o++)
+		ok &= cmp[o].mismatches == 0;
+	for (i = 0; i < ni; i++)
+		ok &= hash_after[i] == hash_fresh[i];
+	if (!ok)
+		timing_wrong(ev, v, when, timed_call);
+	return;
+fail:
+	timing_failure(ev, queued, when, cause);
 }
 
 /*
@@ -231,7 +324,8 @@ timing_reset_state(struct evaluate *ev, const char *when)
  * verdict on ev, as in any call.
  */
 static void
-timing_profile_calls(struct evaluate *ev, bool time_ref, const struct device_buf *flush)
+timing_profile_calls(struct evaluate *ev, bool time_ref, const struct device_buf *flush,
+    struct timing_verify *v)
 {
 	unsigned int i, n = profile_extra_calls();
 	bool during = profile_during_timing();
@@ -243,12 +337,12 @@ timing_profile_calls(struct evaluate *ev, bool time_ref, const struct device_buf
 		snprintf(when, sizeof when, "profiled call %u", i + 1);
 		profile_set_purpose(during ? PROFILE_PURPOSE_OVERHEAD : PROFILE_PURPOSE_PROFILE);
 		profile_collect(true);
-		timing_round(ev, seed, i, when, time_ref && !during, flush, NULL, NULL, NULL, 0);
+		timing_round(ev, seed, i, when, time_ref && !during, flush, v, NULL, NULL, NULL, 0);
 		if (ev->code != NULL)
 			break;
 		profile_set_purpose(PROFILE_PURPOSE_OVERHEAD);
 		profile_collect(false);
-		timing_round(ev, seed, i, when, false, flush, NULL, NULL, NULL, 0);
+		timing_round(ev, seed, i, when, false, flush, v, NULL, NULL, NULL, 0);
 	}
 }
 
@@ -296,6 +390,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 	bool time_ref = !ev->simple && (cached == NULL || !(cached_median > 0.0));
 	struct timing_series ref = { 0 }, sol = { 0 };
 	struct device_buf flush = { 0 };
+	struct timing_verify verify = { 0 };
 	unsigned int *clocks = NULL, nclocks = 0, w, mhz;
 	uint64_t k, forced, seed;
 	double t0, clock_mhz;
@@ -319,20 +414,37 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 		free(cause);
 		return 0;
 	}
-	if ((ref.ms = calloc(set->max_timing_trials, sizeof *ref.ms)) == NULL ||
+	/* Every round's results: one slot per output, two hashes per input. */
+	if ((error = device_buf_alloc(ev->sev->noutputs * sizeof(struct helpers_cmp) +
+	    2 * ev->sev->ninputs * sizeof(uint64_t), &verify.slots, &cause)) < 0) {
+		evaluate_verdict(ev, true, error == -ENOMEM ? "RESOURCE_ERROR" : "SYSTEM_ERROR",
+		    "timing: the check slots: %s", cause != NULL ? cause : "failed");
+		free(cause);
+		device_buf_free(&flush);
+		return 0;
+	}
+	if ((verify.host = malloc(verify.slots.bytes)) == NULL ||
+	    (ref.ms = calloc(set->max_timing_trials, sizeof *ref.ms)) == NULL ||
 	    (sol.ms = calloc(set->max_timing_trials, sizeof *sol.ms)) == NULL ||
 	    (clocks = calloc(set->max_timing_trials, sizeof *clocks)) == NULL) {
 		error = nvrtc_fail(ret_cause, -ENOMEM, "out of memory");
 		goto free_all;
 	}
 
+	/* The reference writes into ev->expect from here (timing_round). */
+	if (ev->has_ref)
+		bind_outputs(ev, &ev->ref, ev->expect);
+	/* No slot holds a stale count (without a reference they stay zero). */
+	if (device_zero(verify.slots.ptr, verify.slots.bytes, &cause) < 0)
+		evaluate_cuda_failure(ev, "the timing setup", cause);
 	profile_job_begin(ev);			/* profile.c: CUPTI per call from here */
 	/* Nothing the correctness trials left in __device__ state is kept. */
-	timing_reset_state(ev, "the reset before timing");
+	if (ev->code == NULL)
+		timing_reset_state(ev, "the reset before timing");
 	for (w = 0; w < set->warmup && ev->code == NULL; w++) {
 		seed = value_seed(ev->seed, VALUE_TAG_TIMING, TIMING_WARMUP_BASE + w);
 		snprintf(when, sizeof when, "warm-up call %u", w + 1);
-		timing_round(ev, seed, w, when, time_ref, &flush, NULL, NULL, NULL, 0);
+		timing_round(ev, seed, w, when, time_ref, &flush, &verify, NULL, NULL, NULL, 0);
 	}
 
 	/* At least one reset among the first pairs, then one in reset_every. */
@@ -346,7 +458,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 		if (ev->code != NULL)
 			break;
 		timing_round(ev, value_seed(ev->seed, VALUE_TAG_TIMING, k), k, when, time_ref,
-		    &flush, &ref, &sol, &mhz, k + 1);
+		    &flush, &verify, &ref, &sol, &mhz, k + 1);
 		if (ev->code != NULL)
 			break;
 		if (mhz != 0)
@@ -369,7 +481,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 		}
 	}
 	if (ev->code == NULL)
-		timing_profile_calls(ev, time_ref, &flush);	/* profile.c */
+		timing_profile_calls(ev, time_ref, &flush, &verify);	/* profile.c */
 	error = 0;
 	if (ev->code != NULL)
 		goto free_all;
@@ -408,6 +520,10 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 	}
 free_all:
 	profile_job_end();		/* profile.c: flushed, settled, stopped */
+	if (ev->has_ref)
+		bind_outputs(ev, &ev->ref, ev->out);
+	free(verify.host);
+	device_buf_free(&verify.slots);
 	free(clocks);
 	free(ref.ms);
 	free(sol.ms);

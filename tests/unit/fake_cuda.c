@@ -77,6 +77,9 @@ static uint64_t fake_seq_hash;
 static bool fake_seq_on, fake_seq_timing;
 uint64_t fake_seq[FAKE_MAX_SEQ];
 size_t fake_nseq;
+struct fake_host_seq fake_host_seq[FAKE_MAX_SEQ];
+/* The host's side of the stretch in progress. */
+static struct fake_host_seq fake_host_now;
 
 static void
 fake_token(const char *what, uint64_t n)
@@ -95,6 +98,7 @@ fake_seq_begin(void)
 	fake_seq_timing = false;
 	fake_nseq = 0;
 	fake_seq_hash = 0;
+	memset(&fake_host_now, 0, sizeof fake_host_now);
 }
 
 /*
@@ -689,6 +693,8 @@ cuCtxGetDevice(CUdevice *device)
 CUresult CUDAAPI
 cuCtxSynchronize(void)
 {
+	fake_stats.syncs++;
+	fake_host_now.syncs++;
 	STICKY();
 	return CUDA_SUCCESS;
 }
@@ -763,6 +769,8 @@ cuStreamDestroy(CUstream s)
 CUresult CUDAAPI
 cuStreamSynchronize(CUstream s)
 {
+	fake_stats.syncs++;
+	fake_host_now.syncs++;
 	STICKY();
 	return CUDA_SUCCESS;
 }
@@ -794,6 +802,8 @@ cuEventRecord(CUevent e, CUstream s)
 CUresult CUDAAPI
 cuEventSynchronize(CUevent e)
 {
+	fake_stats.syncs++;
+	fake_host_now.syncs++;
 	STICKY();
 	return CUDA_SUCCESS;
 }
@@ -816,6 +826,7 @@ cuModuleLoadData(CUmodule *m, const void *image)
 	    ((*m)->funcs = calloc(FAKE_NKERNELS, sizeof *(*m)->funcs)) == NULL)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	(*m)->live = true;
+	fake_host_now.loads++;
 	fake_stats.modules++;
 	fake_stats.module_loads++;
 	return CUDA_SUCCESS;
@@ -916,9 +927,12 @@ cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
 		return CUDA_ERROR_INVALID_HANDLE;	/* its module was unloaded */
 	if (fake_seq_on) {
 		if (k->cost_ms > 0.0 && k->run != vadd_ref) {
-			if (fake_seq_timing && fake_nseq < FAKE_MAX_SEQ)
+			if (fake_seq_timing && fake_nseq < FAKE_MAX_SEQ) {
+				fake_host_seq[fake_nseq] = fake_host_now;
 				fake_seq[fake_nseq++] = fake_seq_hash;
+			}
 			fake_seq_hash = 0;
+			memset(&fake_host_now, 0, sizeof fake_host_now);
 		}
 		fake_token(k->name, (uint64_t)gx * 65536 + bx);
 	}
@@ -981,6 +995,8 @@ cuMemGetInfo(size_t *free_bytes, size_t *total)
 CUresult CUDAAPI
 cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
+	fake_stats.htod++;
+	fake_host_now.htod++;
 	STICKY();
 	fake_token("htod", n);
 	memcpy((void *)(uintptr_t)dst, src, n);
@@ -990,6 +1006,8 @@ cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 CUresult CUDAAPI
 cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
+	fake_stats.dtoh++;
+	fake_host_now.dtoh++;
 	STICKY();
 	fake_token("dtoh", n);
 	memcpy(dst, (const void *)(uintptr_t)src, n);

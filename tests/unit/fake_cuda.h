@@ -19,6 +19,9 @@ struct fake_stats {
 	long module_loads;		/* cuModuleLoadData calls */
 	long hashes;			/* kg_hash launches (input hashes) */
 	long lazy_calls;		/* vadd_sneaky calls that computed nothing */
+	long syncs;			/* host waits: cuStreamSynchronize,
+					 * cuEventSynchronize, cuCtxSynchronize */
+	long htod, dtoh;		/* cuMemcpyHtoDAsync, cuMemcpyDtoHAsync calls */
 };
 
 /*
@@ -29,6 +32,15 @@ struct fake_stats {
 #define FAKE_MAX_SEQ	4096
 extern uint64_t fake_seq[FAKE_MAX_SEQ];
 extern size_t fake_nseq;
+/*
+ * For the same stretches (the work since the previous candidate launch):
+ * the host's waits, its copies each way and its module loads -- what one
+ * call of the timing phase costs the host, beside what the device sees.
+ */
+struct fake_host_seq {
+	long syncs, htod, dtoh, loads;
+};
+extern struct fake_host_seq fake_host_seq[FAKE_MAX_SEQ];
 void	fake_seq_begin(void);
 
 extern struct fake_stats fake_stats;

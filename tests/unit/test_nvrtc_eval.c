@@ -420,6 +420,12 @@ test_eval_cheats_when_timed(void **state)
 	    "checked");
 	assert_string_equal(str(json_object_get(json_object_get(res, "metadata"), "hack"), "kind"),
 	    "timed_output_mismatch");
+	/* The expected element is named (the reference ran again for it), and
+	 * nothing of it is left on the device (run() scans). */
+	if (getenv("KGYM_TEST_VERBOSE") != NULL)
+		fprintf(stderr, "%s\n", str(res, "error_message"));
+	assert_null(strstr(str(res, "error_message"), "expected 0,"));
+	assert_non_null(strstr(str(res, "error_message"), ", got 0"));
 	json_decref(res);
 }
 
@@ -450,6 +456,45 @@ test_eval_timed_calls_alike(void **state)
 		if (fake_seq[i] != fake_seq[1])
 			fail_msg("candidate call %zu of the timing phase is preceded by other work "
 			    "than call 2", i + 1);
+	json_decref(res);
+}
+
+/*
+ * What one call of the timing phase costs the host, counted by the fake
+ * driver between one candidate launch and the next: one wait (the round's
+ * results read back, which is also when its events are complete) and one
+ * small copy to the host (the comparison slots and input hashes), none to
+ * the device -- the expected outputs never travel.  A module reload adds
+ * its own wait.  (Before this was counted: 5 waits, 3 copies to the host
+ * of which one was every output, 1 copy of every output to the device.)
+ */
+static void
+test_eval_timed_call_host_cost(void **state)
+{
+	json_t *req = request("vadd", 1000), *res, *kern;
+	size_t i;
+
+	set_json(req, "settings", "{\"min_timing_trials\": 20, \"max_timing_trials\": 40, "
+	    "\"timing_rel_precision\": 1e-6, \"warmup\": 3, \"reset_every\": 7}");
+	fake_seq_begin();
+	res = run(req);
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	kern = json_object_get(json_object_get(res, "timing"), "kernel");
+	assert_int_equal(json_integer_value(json_object_get(kern, "checked_calls")), 43);
+	assert_int_equal(fake_nseq, 43);
+	/* The first stretch holds the end of the correctness trials. */
+	for (i = 1; i < fake_nseq; i++) {
+		const struct fake_host_seq *h = &fake_host_seq[i];
+
+		if (getenv("KGYM_TEST_VERBOSE") != NULL)
+			fprintf(stderr, "call %zu: syncs %ld htod %ld dtoh %ld loads %ld\n", i + 1,
+			    h->syncs, h->htod, h->dtoh, h->loads);
+		if (h->syncs != 1 + (h->loads > 0) || h->htod != 0 || h->dtoh != 1)
+			fail_msg("timing-phase call %zu: %ld waits, %ld copies to the device, %ld "
+			    "to the host, %ld module loads (expected 1 wait, or 2 with a load; 0; "
+			    "1)", i + 1, h->syncs, h->htod, h->dtoh, h->loads);
+	}
 	json_decref(res);
 }
 
@@ -1006,6 +1051,7 @@ main(void)
 		cmocka_unit_test(test_eval_overrun),
 		cmocka_unit_test(test_eval_cheats_when_timed),
 		cmocka_unit_test(test_eval_timed_calls_alike),
+		cmocka_unit_test(test_eval_timed_call_host_cost),
 		cmocka_unit_test(test_eval_sneaky_always_checked),
 		cmocka_unit_test(test_eval_state_reset),
 		cmocka_unit_test(test_eval_size_sets),
