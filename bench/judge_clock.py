@@ -74,7 +74,10 @@ def evaluate(py, ref, cand):
     r = json.loads(p.stdout)
     if r.get("correctness") is not True:
         raise SystemExit("the evaluation failed: %s %s" % (r.get("error_code"), r.get("error_message")))
-    return r["timing"]["kernel"]
+    t = dict(r["timing"]["kernel"])
+    t["executor_events"] = r["metadata"].get("candidate_events_ms_p50")
+    t["ref_median"] = r["timing"]["reference"]["median_ms"]
+    return t
 
 
 def events_median(op, inputs, n=100):
@@ -112,10 +115,14 @@ def main():
         spread = (max(med) - min(med)) / mid * 100
         ev = events_median(op, inputs)
         rows.append((name, " ".join("%.4f" % m for m in med), "%.2f%%" % spread,
-                     "%.4f" % statistics.median(r["overhead_ms"] for r in runs), "%.4f" % ev, "%.3f" % (mid / ev)))
+                     "%.4f" % statistics.median(r["overhead_ms"] for r in runs),
+                     "%.4f" % statistics.median(r["executor_events"] or 0 for r in runs),
+                     "%.4f" % statistics.median(r["ref_median"] for r in runs),
+                     "%.4f" % ev, "%.3f" % (mid / ev)))
         if mid >= 0.1 and spread > args.fail_over:
             bad.append(name)
-    head = ("case", "judge net median per run (ms)", "spread", "handshake (ms)", "events (ms)", "judge/events")
+    head = ("case", "judge net median per run (ms)", "spread", "handshake (ms)", "executor events (ms)",
+            "reference net (ms)", "events (ms)", "judge/events")
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     for row in [head] + rows:
         print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))

@@ -89,6 +89,7 @@ class Executor:
         self.probe = None
         self.device = "cpu"
         self.scratch = None
+        self.event_ms = []         # advisory: this executor's events around each call
 
     def send(self, obj):
         send_msg(self.sock, obj)
@@ -197,6 +198,9 @@ class Executor:
                     self.call(msg)
                 elif t == "release":
                     self.release()
+                elif t == "events":
+                    ms, self.event_ms = self.event_ms, []
+                    self.send({"type": "events", "ms": ms[-4096:]})
                 elif t == "job" and self.role == "reference":
                     SETUP_MS.clear()
                     self.t_start = time.monotonic()
@@ -303,6 +307,12 @@ class Executor:
         if not ctl.wait(CTL_GO, k, time.monotonic() + 3600):
             os._exit(0)
         error = None
+        ev = None
+        if self.device == "cuda" and mode in ("call", "empty"):
+            # The executor's own view of the call (advisory: this process is
+            # the candidate's): events around the forward and the copies.
+            ev = (self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True))
+            ev[0].record()
         try:
             if mode == "empty":
                 self.empty_call()
@@ -325,8 +335,13 @@ class Executor:
             error = {"kind": "resource" if oom else "runtime_error",
                      "message": format_exc("%s raised an exception on its inputs:" % (
                          "the reference" if self.role == "reference" else "ModelNew"))}
+        if ev is not None and error is None:
+            ev[1].record()
         ctl.words[CTL_STATUS] = 1 if error else 0
         ctl.words[CTL_DONE] = k
+        if ev is not None and error is None:
+            ev[1].synchronize()
+            self.event_ms.append(ev[0].elapsed_time(ev[1]))
         if error:
             self.send(dict(error, type="call_error", k=k, message=clip(error["message"])))
         elif mode == "profile":

@@ -694,6 +694,16 @@ class Judge:
         return {"status": "ok", "calls": PROFILE_CALLS, "kernels": list(merged.values()), "other_calls": other_calls,
                 "other_ns": other_ns, "dropped": dropped, "source": "candidate_process"}
 
+    def executor_events(self, peer, n):
+        """The median of an executor's own CUDA events around its last n
+        calls (forward and copies, without the handshake): advisory, for
+        comparison with the judge's clock only -- never a verdict or a
+        speedup."""
+        send_msg(peer.sock, {"type": "events"})
+        msg = peer.recv("reading its events", self.deadline)
+        v = [x for x in (msg.get("ms") or [])[-n:] if isinstance(x, (int, float))]
+        return median(v)
+
     def reference_samples(self, n, what):
         times = []
         for i in range(n):
@@ -731,6 +741,8 @@ class Judge:
         raw = self.timing()
         if self.job.get("profile") and self.cand.ready.get("profile_status") is None:
             self.profile = self.profile_calls()
+        if self.gpu:
+            self.meta["candidate_events_ms_p50"] = self.executor_events(self.cand, len(raw))
         # Nothing of the candidate's may run while the reference is timed,
         # nor after the GPU lock is let go.
         send_msg(self.sup, {"type": "kill_candidate"})
@@ -760,6 +772,8 @@ class Judge:
             ref = self.reference_samples(len(raw), "the reference's timed call")
             ref_stats = net(ref)
         kstats = net(raw)
+        if self.gpu:
+            self.meta["reference_events_ms_p50"] = self.executor_events(self.ref, len(raw))
         result.update(kernel=kstats, reference=ref_stats, reference_cached=ref is None)
         return result
 
