@@ -80,6 +80,25 @@ def test_right_where_checked_always_caught():
         k.check(r["metadata"]["hack"]["kind"] == "timed_output_mismatch", tp.show(r))
 
 
+def test_unrepeatable_inputs_checked_interleaved():
+    """A get_inputs() that gives other inputs for the same seed: the
+    reference's runs cannot be deferred (inputs made again), so they
+    interleave with the candidate's calls -- and every call is still
+    checked: right_where_checked is caught, an honest candidate is not."""
+    ref = SOFTMAX.replace("def get_inputs():\n    return [torch.randn(M, N) * 4]",
+                          "def get_inputs():\n    import random\n    return [torch.randn(M, N) * 4 + random.random()]")
+    k.check(ref != SOFTMAX, "the reference was rewritten")
+    honest = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n" \
+             "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n"
+    r = tp.run_once(honest, backend="torch", reference=ref, static_checks=False)
+    k.check(r["correctness"] is True and r["metadata"]["reference_runs_deferred"] is False, tp.show(r))
+    r = tp.run_once(exploit("right_where_checked"), backend="torch", reference=ref, static_checks=False)
+    k.check(r.get("error_code") == "REWARD_HACK" and r["metadata"]["hack"]["kind"] == "timed_output_mismatch",
+            tp.show(r))
+    r = once(honest)
+    k.check(r["correctness"] is True and r["metadata"]["reference_runs_deferred"] is True, tp.show(r))
+
+
 def test_mutate_inputs_timed_caught():
     r = once(exploit("mutate_inputs_timed"))
     k.check(r.get("error_code") == "REWARD_HACK" and r["metadata"]["hack"]["kind"] == "input_mutation", tp.show(r))
@@ -120,7 +139,8 @@ def main():
         print("SKIP: %s cannot import torch (apt-get install python3-torch)" % tp.PY)
         sys.exit(k.SKIP)
     k.run([test_clock_patch_has_no_effect, test_seed_scan_finds_nothing, test_lazy_subclass_is_timed,
-           test_lazy_listlike_refused, test_right_where_checked_always_caught, test_mutate_inputs_timed_caught,
+           test_lazy_listlike_refused, test_right_where_checked_always_caught, test_unrepeatable_inputs_checked_interleaved,
+           test_mutate_inputs_timed_caught,
            test_bad_outputs_named, test_never_done_times_out_naming_the_call])
 
 
