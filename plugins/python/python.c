@@ -8,9 +8,9 @@
  * worker's sandbox, fork+execs one long-lived *zygote* per worker: the
  * configured interpreter running kgym_harness.py --zygote, which imports
  * torch (and triton where a GPU is visible) without initialising CUDA and
- * then forks, per job, a sandboxed candidate process and -- unless the
- * trusted reference process it keeps for the job's problem can serve --
- * a reference process (see the harness's header).  prepare() does
+ * then forks, per job, a sandboxed candidate executor and -- unless the
+ * judge server it keeps for the job's reference can serve -- a trusted
+ * judge with its reference executor (see the harness's header).  prepare() does
  * not wait for the zygote's imports: the first job does, up to
  * start_timeout, so a worker says HELLO at once.
  *
