@@ -399,14 +399,16 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 	json_t *kern, *refj;
 	int error = 0;
 
-	if (nvrtc_host != NULL && nvrtc_host->struct_size >= offsetof(struct kgym_host, phase) +
-	    sizeof(nvrtc_host->phase) && nvrtc_host->gpu_lock != NULL) {
-		if ((error = nvrtc_host->gpu_lock(KGYM_GPU_EXCLUSIVE)) < 0)
-			return nvrtc_fail(ret_cause, error, "timing: the exclusive GPU lock was "
-			    "refused: %s", strerror(-error));
-		if (nvrtc_host->phase != NULL)
-			nvrtc_host->phase("timing");
-	}
+	/* Fail closed: no lock to take, no timing (never unlocked). */
+	if (nvrtc_host == NULL || nvrtc_host->struct_size < offsetof(struct kgym_host, phase) +
+	    sizeof(nvrtc_host->phase) || nvrtc_host->gpu_lock == NULL)
+		return nvrtc_fail(ret_cause, -ENOTSUP, "timing: the host offers no exclusive GPU "
+		    "lock (gpu_lock), and kgymd never times unlocked");
+	if ((error = nvrtc_host->gpu_lock(KGYM_GPU_EXCLUSIVE)) < 0)
+		return nvrtc_fail(ret_cause, error, "timing: the exclusive GPU lock was "
+		    "refused: %s", strerror(-error));
+	if (nvrtc_host->phase != NULL)
+		nvrtc_host->phase("timing");
 	t0 = timing_now_ms();
 	if ((error = device_buf_alloc((size_t)nvdev.l2_bytes * 2, &flush, &cause)) < 0) {
 		evaluate_verdict(ev, true, error == -ENOMEM ? "RESOURCE_ERROR" : "SYSTEM_ERROR",

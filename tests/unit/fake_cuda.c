@@ -412,6 +412,31 @@ vadd_mutate(void **a, const unsigned int *g, const unsigned int *b)
 	((float *)x)[0] = 7.0f;
 }
 
+/* Right, but input x changed at its 20th call only (a timed call). */
+static void
+vadd_mutate_late(void **a, const unsigned int *g, const unsigned int *b)
+{
+	static int calls;
+	VADD_ARGS;
+
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i];
+	if (++calls == 20)
+		((float *)x)[0] = 7.0f;
+}
+
+/* Right but at its 20th call only (a timed call), where it writes zeros. */
+static void
+vadd_wrong_once(void **a, const unsigned int *g, const unsigned int *b)
+{
+	static int calls;
+	VADD_ARGS;
+
+	calls++;
+	for (i = 0; i < n; i++)
+		o[i] = calls == 20 ? 0.0f : x[i] + y[i];
+}
+
 /* Right, then one element past the end of the output. */
 static void
 vadd_overrun(void **a, const unsigned int *g, const unsigned int *b)
@@ -613,6 +638,8 @@ static const struct fake_kernel fake_kernels[] = {
 	{ "vadd_crash", P4, 0.050, 1024, 0, vadd_crash },
 	{ "vadd_overrun", P4, 0.050, 1024, 0, vadd_overrun },
 	{ "vadd_lazy", P4, 0.050, 1024, 0, vadd_lazy },
+	{ "vadd_mutate_late", P4, 0.050, 1024, 0, vadd_mutate_late },
+	{ "vadd_wrong_once", P4, 0.050, 1024, 0, vadd_wrong_once },
 	{ "vadd_fixed", P4, 0.050, 1024, 0, vadd_fixed },
 	{ "vadd_table", P4, 0.050, 1024, 0, vadd_table },
 	{ "vadd_state", P4, 0.050, 1024, 0, vadd_state },
@@ -1096,3 +1123,26 @@ cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t c
 {
 	return CUDA_SUCCESS;
 }
+
+/* ------------------------------------- the worker's GPU lock */
+
+static int
+fake_gpu_lock_host(enum kgym_gpu_lock mode)
+{
+	return fake_gpu_lock((int)mode);
+}
+
+int
+fake_gpu_lock(int mode)
+{
+	if (mode == KGYM_GPU_EXCLUSIVE)
+		fake_stats.exclusive_locks++;
+	return 0;
+}
+
+struct kgym_host fake_host = {
+	.abi_major = KGYM_PLUGIN_ABI_MAJOR,
+	.abi_minor = KGYM_PLUGIN_ABI_MINOR,
+	.struct_size = sizeof(struct kgym_host),
+	.gpu_lock = fake_gpu_lock_host,
+};

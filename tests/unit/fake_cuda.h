@@ -22,6 +22,7 @@ struct fake_stats {
 	long syncs;			/* host waits: cuStreamSynchronize,
 					 * cuEventSynchronize, cuCtxSynchronize */
 	long htod, dtoh;		/* cuMemcpyHtoDAsync, cuMemcpyDtoHAsync calls */
+	long exclusive_locks;		/* fake_gpu_lock(KGYM_GPU_EXCLUSIVE) calls */
 };
 
 /*
@@ -44,6 +45,15 @@ extern struct fake_host_seq fake_host_seq[FAKE_MAX_SEQ];
 void	fake_seq_begin(void);
 
 extern struct fake_stats fake_stats;
+
+/*
+ * The worker's GPU lock as a backend sees it (host->gpu_lock): counts the
+ * exclusive grants, so that a test sees timing take the lock.  fake_host
+ * offers it (and nothing else); a test sets nvrtc_host to it.
+ */
+struct kgym_host;
+int	fake_gpu_lock(int mode);
+extern struct kgym_host fake_host;
 
 /* Forget a sticky error, as a fresh worker would start without one. */
 void	fake_reset(void);

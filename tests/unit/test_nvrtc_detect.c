@@ -221,6 +221,7 @@ test_settings(void **state)
 	struct detect_settings s;
 
 	test_host.config_get = cfg_get;
+	test_host.gpu_lock = fake_host.gpu_lock;
 	nvrtc_host = &test_host;
 	cfg_clear();
 	detect_settings_load(&s);

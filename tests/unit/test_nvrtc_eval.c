@@ -208,6 +208,7 @@ setup_device(void **state)
 	char *cause = NULL;
 	void *self = dlopen(NULL, RTLD_NOW);
 
+	nvrtc_host = &fake_host;	/* a worker's: timing takes its GPU lock */
 	if (self == NULL || device_attach(self, true, false, &cause) < 0 || !nvdev.ready) {
 		fprintf(stderr, "device_attach: %s\n", cause != NULL ? cause : "not ready");
 		return -1;
@@ -314,9 +315,13 @@ expect_verdict(json_t *res, const char *status, const char *code, const char *ne
 static void
 test_eval_correct(void **state)
 {
+	long locks = fake_stats.exclusive_locks;
 	json_t *res = run(request("vadd", 1000)), *t, *trials;
 	double speedup;
 	size_t i;
+
+	/* Timed under the worker's exclusive GPU lock, taken once. */
+	assert_int_equal(fake_stats.exclusive_locks, locks + 1);
 
 	if (!json_is_true(json_object_get(res, "correctness")))
 		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
@@ -426,6 +431,58 @@ test_eval_cheats_when_timed(void **state)
 		fprintf(stderr, "%s\n", str(res, "error_message"));
 	assert_null(strstr(str(res, "error_message"), "expected 0,"));
 	assert_non_null(strstr(str(res, "error_message"), ", got 0"));
+	json_decref(res);
+}
+
+/* Fail closed: a host without a GPU lock gets no timing, never unlocked. */
+static void
+test_eval_no_lock_refuses(void **state)
+{
+	const struct kgym_host *host = nvrtc_host;
+	json_t *res = NULL;
+	char *cause = NULL;
+	int error;
+
+	nvrtc_host = NULL;
+	error = evaluate_job(request("vadd", 100), &res, &cause);
+	nvrtc_host = host;
+	if (error >= 0) {
+		assert_true(json_is_object(res));
+		if (json_object_get(res, "timing") != NULL || json_object_get(res, "speedup") != NULL)
+			fail_msg("timed without a GPU lock: %s", json_dumps(res, JSON_INDENT(1)));
+		assert_non_null(strstr(str(res, "error_message"), "never times unlocked"));
+	} else {
+		assert_non_null(cause);
+		assert_non_null(strstr(cause, "never times unlocked"));
+	}
+	json_decref(res);
+	free(cause);
+	fake_reset();
+}
+
+/* Inputs are checked on every timed call, not only until a trial passed. */
+static void
+test_eval_mutates_input_late(void **state)
+{
+	json_t *res = run(request("vadd_mutate_late", 100));
+
+	expect_verdict(res, "completed", "REWARD_HACK", "input 'x' was changed");
+	assert_non_null(strstr(str(res, "error_message"), "timed call"));
+	assert_string_equal(str(json_object_get(json_object_get(res, "metadata"), "hack"), "kind"),
+	    "input_mutation");
+	json_decref(res);
+}
+
+/* Every timed call is checked: wrong at one late call only, and caught. */
+static void
+test_eval_wrong_once_caught(void **state)
+{
+	json_t *res = run(request("vadd_wrong_once", 100));
+
+	expect_verdict(res, "completed", "REWARD_HACK", "every call of the timing phase is "
+	    "checked");
+	assert_string_equal(str(json_object_get(json_object_get(res, "metadata"), "hack"), "kind"),
+	    "timed_output_mismatch");
 	json_decref(res);
 }
 
@@ -1050,6 +1107,9 @@ main(void)
 		cmocka_unit_test(test_eval_crash),
 		cmocka_unit_test(test_eval_overrun),
 		cmocka_unit_test(test_eval_cheats_when_timed),
+		cmocka_unit_test(test_eval_no_lock_refuses),
+		cmocka_unit_test(test_eval_mutates_input_late),
+		cmocka_unit_test(test_eval_wrong_once_caught),
 		cmocka_unit_test(test_eval_timed_calls_alike),
 		cmocka_unit_test(test_eval_timed_call_host_cost),
 		cmocka_unit_test(test_eval_sneaky_always_checked),

@@ -1,0 +1,141 @@
+"""The mutants of tests/mutation/run: one planted defect per guarantee.
+
+Each entry breaks one guarantee that README.md or a man page claims, by
+replacing one exact snippet of source (`old`, which must occur exactly
+once: a stale mutant fails loudly instead of testing nothing) with `new`.
+`tests` names what must kill it:
+  "tests/unit/NAME"                      a cmocka program of the build
+  "tests/integration/FILE.py[:t1,t2]"    an integration test file, or only
+                                         the named test functions in it
+A mutant is KILLED when one of them fails (exit status neither 0 nor 77)
+or runs past its time limit.  gpu=True: its killing tests need a GPU
+(tests/gpu/run); elsewhere it is reported SKIP with the reason.
+"""
+
+JUDGE = "plugins/python/kgym_judge.py"
+HARNESS = "plugins/python/kgym_harness.py"
+EXECUTOR = "plugins/python/kgym_executor.py"
+TIMING = "plugins/nvrtc/timing.c"
+NVRTC_EVAL = "tests/unit/test_nvrtc_eval"
+TJ = "tests/integration/test_judge.py"
+TP = "tests/integration/test_python.py"
+
+
+def M(name, guarantee, file, old, new, tests, gpu=False):
+    return {"name": name, "guarantee": guarantee, "file": file, "old": old, "new": new,
+            "tests": tests, "gpu": gpu}
+
+
+MUTANTS = [
+    # ---------------------------------------------------------------- native
+    M("native_no_lock", "native timing holds the GPU lock exclusive", TIMING,
+      "	if ((error = nvrtc_host->gpu_lock(KGYM_GPU_EXCLUSIVE)) < 0)",
+      "	if (0 && (error = nvrtc_host->gpu_lock(KGYM_GPU_EXCLUSIVE)) < 0)",
+      [NVRTC_EVAL]),
+    M("native_lock_fails_open", "no GPU lock to take: no timing (fail closed)", TIMING,
+      "	    sizeof(nvrtc_host->phase) || nvrtc_host->gpu_lock == NULL)\n",
+      "	    sizeof(nvrtc_host->phase) || nvrtc_host->gpu_lock == NULL)\n"
+      "		if (0)\n",
+      [NVRTC_EVAL]),
+    M("native_inputs_unchecked_timed", "inputs checked on every timed call", TIMING,
+      "		ok &= hash_after[i] == hash_fresh[i];",
+      "		ok &= timed_call != 0 || hash_after[i] == hash_fresh[i];",
+      [NVRTC_EVAL]),
+    M("native_first_timed_call_checked", "every timed call verified", TIMING,
+      "		ok &= cmp[o].mismatches == 0;",
+      "		ok &= timed_call > 1 || cmp[o].mismatches == 0;",
+      [NVRTC_EVAL]),
+    M("native_fixed_timing_seed", "fresh inputs (a new secret seed) per timed call", TIMING,
+      "		timing_round(ev, value_seed(ev->seed, VALUE_TAG_TIMING, k), k, when, time_ref,",
+      "		timing_round(ev, value_seed(ev->seed, VALUE_TAG_TIMING, 0), k, when, time_ref,",
+      [NVRTC_EVAL]),
+    M("native_l2_flush_first_20", "L2 flushed before every call", TIMING,
+      "	    device_flush_l2(flush, (uint32_t)seed, &cause) < 0)\n		goto fail;",
+      "	    (ev->timed_checks < 20 && device_flush_l2(flush, (uint32_t)seed, &cause) < 0))\n		goto fail;",
+      [NVRTC_EVAL]),
+    M("native_no_poison", "outputs poisoned before every call", "plugins/nvrtc/evaluate.c",
+      "		if ((error = device_poison(&outs[i], pb->outputs[i].dtype,",
+      "		if (0 && (error = device_poison(&outs[i], pb->outputs[i].dtype,",
+      [NVRTC_EVAL]),
+    # ---------------------------------------------------------------- python
+    M("py_stash_first_only", "every timed call verified (not a sample)", JUDGE,
+      "        for what, seed, got in stash:",
+      "        for what, seed, got in stash[:1]:",
+      [TJ + ":test_right_where_checked_always_caught"]),
+    M("py_timed_unverified", "timed calls verified, not only correctness trials", JUDGE,
+      "            self.timed_verdict(what, compare_outputs(want, got, self.job), None)",
+      "            self.timed_verdict(what, None, None)",
+      [TJ + ":test_right_where_checked_always_caught"]),
+    M("py_one_trial_unverified", "every correctness trial's outputs compared", JUDGE,
+      "        c = compare_outputs(want, got, self.job)\n        self.checked_calls += 1",
+      "        c = compare_outputs(want, got if self.checked_calls != 2 else want, self.job)\n"
+      "        self.checked_calls += 1",
+      [TP + ":test_reward_hacks"]),
+    M("py_reused_seed", "a fresh secret seed per call", JUDGE,
+      "        return derive_seed(self.base, tag, self.serial)",
+      "        return derive_seed(self.base, tag, 0)",
+      [TJ + ":test_right_where_checked_always_caught"]),
+    M("py_no_changed_input", "inputs compared with the judge's copy after each call", JUDGE,
+      "    def changed_input(self, inputs):\n",
+      "    def changed_input(self, inputs):\n        return None\n",
+      [TJ + ":test_mutate_inputs_timed_caught"]),
+    M("py_no_poison", "the executor's outputs poisoned before each call", JUDGE,
+      "    def poison(self, outs):\n",
+      "    def poison(self, outs):\n        return\n",
+      [TJ + ":test_bad_outputs_named"]),
+    M("py_clock_before_clone", "the clock stops after the judge's copy of the outputs", JUDGE,
+      "        got = [o.clone() for o in peer.outputs]\n        if self.gpu:\n            torch.cuda.synchronize()\n"
+      "        ms = (time.perf_counter() - t0) * 1e3\n",
+      "        ms = (time.perf_counter() - t0) * 1e3\n        got = [o.clone() for o in peer.outputs]\n"
+      "        if self.gpu:\n            torch.cuda.synchronize()\n",
+      [TJ + ":test_lazy_subclass_is_timed"]),
+    M("py_executor_copy_unsynced", "the executor's copies complete inside the clock", EXECUTOR,
+      "            o.copy_(r)\n        if self.device == \"cuda\":\n            torch.cuda.synchronize()\n",
+      "            o.copy_(r)\n",
+      ["tests/gpu/kernelbench_tests.py"], gpu=True),
+    M("py_seed_to_candidate", "seeds never sent to the candidate", HARNESS,
+      "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile,",
+      "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile, "
+      "seed_base=job[\"seed_base\"],",
+      [TJ + ":test_seed_scan_finds_nothing"]),
+    M("py_job_read_before_fork", "the job is read after the candidate's fork", HARNESS,
+      "        job = Job(z)\n        job.fork_candidate()\n",
+      "        job = Job(z)\n        sys.stdin = __import__(\"io\").StringIO(sys.stdin.read())\n"
+      "        job.fork_candidate()\n",
+      [TJ + ":test_seed_scan_finds_nothing"]),
+    M("py_calibrate_with_candidate", "calibration measured with the reference executor only", JUDGE,
+      "        return [self.call(self.ref, inputs, mode=\"empty\"",
+      "        return [self.call(self.cand, inputs, mode=\"empty\"",
+      [TJ + ":test_clock_patch_has_no_effect"]),
+    M("py_no_signed_trial", "a signed-input trial when every input is non-negative", JUDGE,
+      "            if k == len(plan) - 1 and nonneg and not any(s for _, s in plan):",
+      "            if False and k == len(plan) - 1 and nonneg and not any(s for _, s in plan):",
+      [TP + ":test_identity_fails_signed_trial"]),
+    M("py_static_import_allowed", "static checks refuse forbidden imports", "plugins/python/kgym_static.py",
+      "            why = self.module_forbidden(a.name)",
+      "            why = None",
+      [TP + ":test_forbidden_import"]),
+    # ---------------------------------------------------------------- sandbox
+    M("sandbox_seccomp_allow_all", "the worker's seccomp filter kills what it does not allow",
+      "kgymd/worker/sandbox.c",
+      "	ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);",
+      "	ctx = seccomp_init(SCMP_ACT_ALLOW);",
+      ["tests/unit/test_sandbox"]),
+    M("sandbox_no_landlock", "the worker's Landlock domain is in force", "kgymd/worker/sandbox.c",
+      "	if (syscall(SYS_landlock_restrict_self, ruleset, flags) == -1) {",
+      "	if (0) {",
+      ["tests/unit/test_sandbox"]),
+    # ---------------------------------------------------------------- store
+    M("store_accept_before_commit", "on disk before \"accepted\"", "kgymd/ops.c",
+      "	if (sched_batch_commit(&cause) < 0) {",
+      "	if (0) {",
+      ["tests/integration/test_durability.py:test_kill9_midway"]),
+    M("store_no_requeue", "every task terminal: running tasks requeued at start-up", "kgymd/store.c",
+      "	[SQL_REQUEUE] = \"UPDATE tasks SET state = 0\"",
+      "	[SQL_REQUEUE] = \"UPDATE tasks SET state = 1\"",
+      ["tests/integration/test_durability.py:test_kill9_midway"]),
+    M("store_stale_not_failed", "every task terminal: out of attempts fails", "kgymd/store.c",
+      "		err = store_fail_stale(store, stale[i].id, stale[i].attempt, now_ms);",
+      "		err = ((void)store_fail_stale, 0);",
+      ["tests/integration/test_durability.py:test_max_attempts_then_system_error"]),
+]
