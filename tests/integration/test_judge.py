@@ -24,6 +24,7 @@ tensor, never done): a specific error naming the call.
 Skips (77) without torch or the sandbox library, like test_python.py.
 """
 import os
+import subprocess
 import sys
 
 import kgymtest as k
@@ -105,6 +106,53 @@ def test_mutate_inputs_timed_caught():
     k.check("timed call" in r["error_message"] or "warm-up" in r["error_message"], r["error_message"])
 
 
+CALL_COUNTER = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        self.first = None
+
+    def forward(self, x):
+        self.calls += 1
+        out = torch.softmax(x, dim=-1)
+%s
+        return out
+"""
+
+
+def test_cached_first_output_caught():
+    """Every call gets inputs from a new seed: the first call's outputs,
+    returned again, are wrong at the second trial."""
+    r = once(CALL_COUNTER % "        if self.first is None:\n            self.first = out.clone()\n"
+                            "        out = self.first")
+    k.check(r.get("error_code") == "CORRECTNESS_ERROR" and "correctness trial 2 of 5" in r["error_message"],
+            tp.show(r))
+
+
+def test_wrong_at_one_trial_caught():
+    """Every correctness trial is compared: wrong at the third alone fails it."""
+    r = once(CALL_COUNTER % "        if self.calls == 3:\n            out = out * 0.5")
+    k.check(r.get("error_code") == "CORRECTNESS_ERROR" and "correctness trial 3 of 5" in r["error_message"],
+            tp.show(r))
+
+
+def test_outputs_poisoned():
+    """The judge's poison: floating outputs all NaN before a call, so an
+    element the candidate never writes fails the comparison (in the
+    interpreter the harness runs under: it has torch)."""
+    code = ("import sys, torch\nsys.path.insert(0, %r)\nimport kgym_judge\n"
+            "outs = [torch.zeros(64, 3), torch.zeros(5, dtype=torch.float16), torch.zeros(0)]\n"
+            "kgym_judge.Judge.poison(None, outs)\n"
+            "print(bool(torch.isnan(outs[0]).all()) and bool(torch.isnan(outs[1]).all()))\n"
+            % os.path.join(k.srcdir(), "plugins", "python"))
+    p = subprocess.run([tp.PY, "-c", code], capture_output=True, text=True, timeout=300)
+    k.check(p.stdout.strip() == "True", "poisoned: %r %s" % (p.stdout, p.stderr[-2000:]))
+
+
 BAD = {  # forward's body -> (error_code, fragments of the message)
     "return torch.softmax(x, dim=-1)[:, :10]": ("CORRECTNESS_ERROR", ["correctness trial 1 of 5", "shape"]),
     "return torch.softmax(x, dim=-1).double()": ("CORRECTNESS_ERROR", ["correctness trial 1 of 5", "float64"]),
@@ -141,7 +189,8 @@ def main():
     k.run([test_clock_patch_has_no_effect, test_seed_scan_finds_nothing, test_lazy_subclass_is_timed,
            test_lazy_listlike_refused, test_right_where_checked_always_caught, test_unrepeatable_inputs_checked_interleaved,
            test_mutate_inputs_timed_caught,
-           test_bad_outputs_named, test_never_done_times_out_naming_the_call])
+           test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
+           test_wrong_at_one_trial_caught, test_outputs_poisoned])
 
 
 if __name__ == "__main__":

@@ -70,11 +70,11 @@ MUTANTS = [
       "        c = compare_outputs(want, got, self.job)\n        self.checked_calls += 1",
       "        c = compare_outputs(want, got if self.checked_calls != 2 else want, self.job)\n"
       "        self.checked_calls += 1",
-      [TP + ":test_reward_hacks"]),
+      [TJ + ":test_wrong_at_one_trial_caught"]),
     M("py_reused_seed", "a fresh secret seed per call", JUDGE,
       "        return derive_seed(self.base, tag, self.serial)",
       "        return derive_seed(self.base, tag, 0)",
-      [TJ + ":test_right_where_checked_always_caught"]),
+      [TJ + ":test_cached_first_output_caught"]),
     M("py_no_changed_input", "inputs compared with the judge's copy after each call", JUDGE,
       "    def changed_input(self, inputs):\n",
       "    def changed_input(self, inputs):\n        return None\n",
@@ -82,13 +82,15 @@ MUTANTS = [
     M("py_no_poison", "the executor's outputs poisoned before each call", JUDGE,
       "    def poison(self, outs):\n",
       "    def poison(self, outs):\n        return\n",
-      [TJ + ":test_bad_outputs_named"]),
+      [TJ + ":test_outputs_poisoned"]),
     M("py_clock_before_clone", "the clock stops after the judge's copy of the outputs", JUDGE,
       "        got = [o.clone() for o in peer.outputs]\n        if self.gpu:\n            torch.cuda.synchronize()\n"
       "        ms = (time.perf_counter() - t0) * 1e3\n",
       "        ms = (time.perf_counter() - t0) * 1e3\n        got = [o.clone() for o in peer.outputs]\n"
       "        if self.gpu:\n            torch.cuda.synchronize()\n",
-      [TJ + ":test_lazy_subclass_is_timed"]),
+      # On a CPU the copy is a memcpy of a few KiB: only a GPU's unfinished
+      # work shows (tests/gpu/run: the exploit suite's side_stream_hidden).
+      ["tests/gpu/run"], gpu=True),
     M("py_executor_copy_unsynced", "the executor's copies complete inside the clock", EXECUTOR,
       "            o.copy_(r)\n        if self.device == \"cuda\":\n            torch.cuda.synchronize()\n",
       "            o.copy_(r)\n",
