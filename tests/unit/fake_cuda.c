@@ -437,6 +437,32 @@ vadd_wrong_once(void **a, const unsigned int *g, const unsigned int *b)
 		o[i] = calls == 20 ? 0.0f : x[i] + y[i];
 }
 
+/*
+ * Right until its 11th call; from its 12th on (timed calls) it writes the
+ * outputs of its 11th again: a cache that pays only where timed calls see
+ * the same inputs.
+ */
+static void
+vadd_replay(void **a, const unsigned int *g, const unsigned int *b)
+{
+	static int calls;
+	static float *saved;
+	static size_t saved_n;
+	VADD_ARGS;
+
+	calls++;
+	if (calls >= 12 && saved != NULL && saved_n == (size_t)n) {
+		memcpy(o, saved, (size_t)n * sizeof *o);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		o[i] = x[i] + y[i];
+	if (calls == 11 && (saved = malloc((size_t)n * sizeof *o)) != NULL) {
+		memcpy(saved, o, (size_t)n * sizeof *o);
+		saved_n = (size_t)n;
+	}
+}
+
 /* Right, then one element past the end of the output. */
 static void
 vadd_overrun(void **a, const unsigned int *g, const unsigned int *b)
@@ -640,6 +666,7 @@ static const struct fake_kernel fake_kernels[] = {
 	{ "vadd_lazy", P4, 0.050, 1024, 0, vadd_lazy },
 	{ "vadd_mutate_late", P4, 0.050, 1024, 0, vadd_mutate_late },
 	{ "vadd_wrong_once", P4, 0.050, 1024, 0, vadd_wrong_once },
+	{ "vadd_replay", P4, 0.050, 1024, 0, vadd_replay },
 	{ "vadd_fixed", P4, 0.050, 1024, 0, vadd_fixed },
 	{ "vadd_table", P4, 0.050, 1024, 0, vadd_table },
 	{ "vadd_state", P4, 0.050, 1024, 0, vadd_state },

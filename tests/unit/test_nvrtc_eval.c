@@ -487,6 +487,22 @@ test_eval_wrong_once_caught(void **state)
 }
 
 /*
+ * Every timed call gets inputs from a new secret seed: outputs replayed
+ * from an earlier timed call are wrong.
+ */
+static void
+test_eval_replay_caught(void **state)
+{
+	json_t *res = run(request("vadd_replay", 100));
+
+	expect_verdict(res, "completed", "REWARD_HACK", "every call of the timing phase is "
+	    "checked");
+	assert_string_equal(str(json_object_get(json_object_get(res, "metadata"), "hack"), "kind"),
+	    "timed_output_mismatch");
+	json_decref(res);
+}
+
+/*
  * Every call of the timing phase looks the same to the device: the same
  * kernels, copies and events between one candidate launch and the next,
  * and every one of them checked.
@@ -1110,6 +1126,7 @@ main(void)
 		cmocka_unit_test(test_eval_no_lock_refuses),
 		cmocka_unit_test(test_eval_mutates_input_late),
 		cmocka_unit_test(test_eval_wrong_once_caught),
+		cmocka_unit_test(test_eval_replay_caught),
 		cmocka_unit_test(test_eval_timed_calls_alike),
 		cmocka_unit_test(test_eval_timed_call_host_cost),
 		cmocka_unit_test(test_eval_sneaky_always_checked),
