@@ -455,16 +455,41 @@ class Judge:
         return None
 
     def poison(self, outs):
+        """Fill the outputs with what no honest call leaves there (NaN, or a
+        random integer); returns the fills, for poison_intact."""
+        fills = []
         for o in outs:
             if o.numel() == 0:
-                continue
-            if o.is_floating_point() or o.is_complex():
+                fills.append(None)
+            elif o.is_floating_point() or o.is_complex():
                 o.fill_(float("nan"))
+                fills.append(float("nan"))
             elif o.dtype == torch.bool:
-                o.fill_(bool(random.getrandbits(1)))
+                fills.append(bool(random.getrandbits(1)))
+                o.fill_(fills[-1])
             else:
                 info = torch.iinfo(o.dtype)
-                o.fill_(random.randint(max(info.min, -(1 << 30)), min(info.max, 1 << 30)))
+                fills.append(random.randint(max(info.min, -(1 << 30)), min(info.max, 1 << 30)))
+                o.fill_(fills[-1])
+        return fills
+
+    def poison_intact(self, outs, fills):
+        """Are the outputs still poisoned just before GO?  Elements at
+        positions the executor cannot know: an executor that wrote its
+        outputs in the window between "armed" and GO (work off the clock)
+        is seen here."""
+        for o, fill in zip(outs, fills):
+            if fill is None:
+                continue
+            flat = o.reshape(-1)
+            idx = torch.randint(0, flat.numel(), (16,), device=flat.device)
+            got = flat[idx]
+            if o.is_complex():
+                got = torch.view_as_real(got)
+            ok = torch.isnan(got).all() if isinstance(fill, float) else (got == fill).all()
+            if not bool(ok):
+                return False
+        return True
 
     # -- one call
     def call(self, peer, inputs, mode="call", what=None):
@@ -480,11 +505,17 @@ class Judge:
             self.executor_failed(peer, msg, what)
         t_prep = time.perf_counter()
         self.place(inputs)
-        self.poison(peer.outputs)
+        fills = self.poison(peer.outputs)
         if self.gpu:
             self.flush.zero_()
             torch.cuda.synchronize()
         ctl = peer.ctl
+        # Nothing of this call may have happened before GO: no DONE, and the
+        # outputs as poisoned.
+        if ctl.words[CTL_DONE] == k or not self.poison_intact(peer.outputs, fills):
+            detail = "%s: the executor answered or wrote its outputs before the call began" % what
+            raise Verdict("REWARD_HACK", detail, {"kind": "work_before_go", "detail": detail},
+                          completed=peer.role == "candidate")
         t0 = time.perf_counter()
         self.prep_ms[peer.role].append((t0 - t_prep) * 1e3)
         ctl.words[CTL_GO] = k

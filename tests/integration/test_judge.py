@@ -63,6 +63,11 @@ def test_seed_scan_finds_nothing():
             "the scanner finds a planted seed: %s" % tp.show(r))
 
 
+def test_work_before_go_caught():
+    r = once(exploit("early_done"))
+    k.check(r.get("error_code") == "REWARD_HACK" and r["metadata"]["hack"]["kind"] == "work_before_go", tp.show(r))
+
+
 def test_lazy_subclass_is_timed():
     correct_and_slow(once(exploit("lazy_subclass")), "lazy_subclass")
 
@@ -186,7 +191,7 @@ def main():
     if not tp.have_torch():
         print("SKIP: %s cannot import torch (apt-get install python3-torch)" % tp.PY)
         sys.exit(k.SKIP)
-    k.run([test_clock_patch_has_no_effect, test_seed_scan_finds_nothing, test_lazy_subclass_is_timed,
+    k.run([test_clock_patch_has_no_effect, test_seed_scan_finds_nothing, test_work_before_go_caught, test_lazy_subclass_is_timed,
            test_lazy_listlike_refused, test_right_where_checked_always_caught, test_unrepeatable_inputs_checked_interleaved,
            test_mutate_inputs_timed_caught,
            test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
