@@ -139,17 +139,14 @@ class Executor:
         self.load(job)
 
     def load(self, job):
-        """Build the job's model (the reference's module is kept across the
-        jobs of one reference: a judge server lends its executor to those
-        only) and say "ready"."""
+        """Load the job's code, build its model and say "ready"."""
         torch = self.torch
         t_load = time.monotonic()
         candidate = self.role == "candidate"
         try:
-            if getattr(self, "ref_source", None) != job["reference_code"]:
-                self.ref_mod = load_module(job["reference_code"], "reference_code")
-                self.ref_source = job["reference_code"]
-            ref = self.ref_mod
+            # Run again for every job (a kept reference executor too): its
+            # module-level state is the job's own.
+            ref = load_module(job["reference_code"], "reference_code")
         except Exception:  # noqa: BLE001
             self.fail("error", format_exc("the reference could not be loaded:"), "VALIDATION_ERROR")
         name = job["entry_point"] + ("New" if candidate else "")

@@ -284,13 +284,13 @@ class Judge:
         self.cand.ctl = ControlBlock(self.cand.ctl_fd)
         self.base = job["seed_base"]
         self.serial = 0
-        if st.get("source") != job["reference_code"]:
-            try:
-                st["mod"] = load_module(job["reference_code"], "reference_code")
-            except Exception:  # noqa: BLE001
-                raise Verdict("VALIDATION_ERROR", format_exc("the reference could not be loaded:"), completed=False)
-            st["source"] = job["reference_code"]
-        self.mod = st["mod"]
+        # The reference's module is run again for every job, also in a judge
+        # server: its module-level state is the job's own, as in a fresh
+        # process (a few milliseconds).
+        try:
+            self.mod = load_module(job["reference_code"], "reference_code")
+        except Exception:  # noqa: BLE001
+            raise Verdict("VALIDATION_ERROR", format_exc("the reference could not be loaded:"), completed=False)
         if not callable(self.mod.get("get_inputs")):
             raise Verdict("VALIDATION_ERROR", "reference_code defines no get_inputs", completed=False)
 
