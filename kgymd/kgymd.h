@@ -449,7 +449,8 @@ struct task {
 	char *workflow;
 	char *owner;			/* "uid:N", who may see and cancel it */
 	struct plugin *wf;		/* resolved at dispatch */
-	json_t *payload;		/* loaded at dispatch, NULL while queued */
+	json_t *payload;		/* loaded at dispatch; while queued, NULL or cached */
+	size_t payload_cached;		/* while queued: bytes it counts in sched's cache */
 	void *plugin_data;
 	struct event *plugin_timer;
 	void (*plugin_timer_cb)(struct kgym_task *);
@@ -473,6 +474,31 @@ size_t	task_index_count(void);
 /* A fresh id for a task submitted without one. */
 int	task_id_generate(char *buf, size_t len);
 
+/* -------------------------------------------------------------- offload.c */
+/*
+ * Work off the loop: one thread per struct offload, jobs in a FIFO, done()
+ * back on the loop in queue order.  A job is owned by whoever queued it and
+ * borrowed by the thread until its done() runs.
+ */
+struct offload;
+struct offload_job {
+	void	(*run)(void *arg);	/* in the thread (if the group runner calls it) */
+	void	(*done)(void *arg);	/* on the loop; may free the job */
+	void	*arg;
+	STAILQ_ENTRY(offload_job) entry;
+};
+
+/* Start a thread that hands each group of queued jobs to run_group(first, ctx). */
+struct offload *offload_new(const char *name,
+	    void (*run_group)(struct offload_job *first, void *ctx), void *ctx);
+/* Each job's run(), one after the other: a run_group for independent jobs. */
+void	offload_run_each(struct offload_job *first, void *ctx);
+void	offload_submit(struct offload *o, struct offload_job *job);
+/* Wait until every job is done and its done() has run. */
+void	offload_sync(struct offload *o);
+/* offload_sync(), then end the thread. */
+void	offload_free(struct offload *o);
+
 /* --------------------------------------------------------------- writer.c */
 /*
  * The store's writer: a thread with its own SQLite connection that runs
@@ -486,7 +512,7 @@ struct writer_job {
 	void	(*done)(int error, void *arg);		/* on the loop, after the commit */
 	void	*arg;
 	int	error;
-	STAILQ_ENTRY(writer_job) entry;
+	struct offload_job o;			/* the writer's */
 };
 
 /* Open the writer's connection to `path` and start its thread. */
@@ -596,6 +622,7 @@ size_t	wait_count(void);
  */
 
 struct ops_pending;
+struct control_parse;
 
 struct conn {
 	struct bufferevent *bev;
@@ -618,6 +645,7 @@ struct conn {
 	size_t in_counted;		/* its input bytes counted in max_input_bytes */
 	size_t scanned;			/* input bytes known to hold no newline */
 	struct ops_pending *pending;	/* a request spread over loop turns (big submit) */
+	struct control_parse *parsing;	/* a long line being parsed off the loop */
 	int nwaiters;
 	TAILQ_HEAD(, waiter) waiters;	/* wait.c's, dropped with the connection */
 	TAILQ_ENTRY(conn) entry;

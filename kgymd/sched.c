@@ -36,6 +36,17 @@ static struct event *sched_flush_retry_ev;
 static size_t sched_nqueued;
 static size_t sched_nrunning;
 static size_t sched_ninflight;		/* submitted, not yet committed */
+static size_t sched_ncached;		/* bytes of payloads kept with queued tasks */
+
+/*
+ * A queued task may keep its payload, as parsed from the request, so that
+ * its dispatch needs neither a store read nor a parse on the loop (0.1 ms
+ * for 8 KiB).  Bounded, so that a deep queue stays small: past the bound,
+ * payloads are read back from the store at dispatch.  Each payload counts
+ * its text plus SCHED_CACHE_OVERHEAD for jansson's nodes.
+ */
+#define SCHED_CACHE_BYTES	(16 * 1024 * 1024)
+#define SCHED_CACHE_OVERHEAD	512
 static bool sched_is_paused;
 static struct event *sched_kick_ev;
 static struct event *sched_turn_ev;	/* a dispatch pass goes on next turn */
@@ -104,6 +115,7 @@ sched_free(void)
 		event_free(sched_flush_retry_ev);
 	sched_kick_ev = sched_turn_ev = sched_flush_ev = sched_flush_retry_ev = NULL;
 	sched_nqueued = sched_nrunning = 0;
+	sched_ncached = 0;
 }
 
 void
@@ -128,7 +140,8 @@ sched_enqueue(struct task *task)
  * while the loop goes on.
  */
 struct sched_row {
-	struct store_row row;
+	struct store_row row;		/* row.payload: the writer's json_dumps() */
+	json_t *payload;		/* the request's; the loop leaves it alone meanwhile */
 	int64_t seq;
 	bool dup;			/* the store had the id when the writer came */
 };
@@ -163,6 +176,7 @@ sched_batch_free(struct sched_batch *b)
 		free(b->rows[i].row.workflow);
 		free(b->rows[i].row.payload);
 		free(b->rows[i].row.owner);
+		json_decref(b->rows[i].payload);
 	}
 	sched_ninflight -= b->n;
 	free(b->rows);
@@ -210,7 +224,6 @@ sched_submit(struct sched_batch *b, const struct task_spec *spec, const char *ow
 {
 	struct sched_row *r, *nrows;
 	char idbuf[KGYM_TASK_ID_MAX + 1];
-	char *payload;
 	int error;
 
 	if (spec->id != NULL) {
@@ -239,21 +252,19 @@ sched_submit(struct sched_batch *b, const struct task_spec *spec, const char *ow
 		b->rows = nrows;
 		b->cap = cap;
 	}
-	if ((payload = json_dumps(spec->payload, JSON_COMPACT)) == NULL)
-		return -ENOMEM;
 	r = &b->rows[b->n];
 	memset(r, 0, sizeof *r);
 	r->row.id = strdup(idbuf);
 	r->row.workflow = strdup(spec->workflow);
 	r->row.owner = strdup(owner);
-	r->row.payload = payload;
 	if (r->row.id == NULL || r->row.workflow == NULL || r->row.owner == NULL) {
 		free(r->row.id);
 		free(r->row.workflow);
 		free(r->row.owner);
-		free(payload);
 		return -ENOMEM;
 	}
+	/* Serialised by the writer: 8 KiB of JSON text costs jansson ~0.1 ms. */
+	r->payload = json_incref(spec->payload);
 	r->row.prio = spec->prio;
 	r->row.state = TASK_QUEUED;
 	r->row.timeout_s = spec->timeout_s;
@@ -276,6 +287,11 @@ sched_batch_run(struct store *store, void *arg)
 	int error;
 
 	for (i = 0; i < b->n; i++) {
+		/* jansson may read a tree from two threads; only its refcounts are not shared. */
+		if (b->rows[i].row.payload == NULL &&
+		    (b->rows[i].row.payload = json_dumps(b->rows[i].payload,
+		    JSON_COMPACT)) == NULL)
+			return -ENOMEM;
 		error = store_insert(store, &b->rows[i].row, &b->rows[i].seq);
 		b->rows[i].dup = error == -EEXIST;
 		if (error < 0 && error != -EEXIST)
@@ -308,6 +324,13 @@ sched_batch_done(int error, void *arg)
 			continue;
 		}
 		task->gpu_memory_bytes = r->row.gpu_memory_bytes;
+		if (r->row.payload != NULL &&
+		    sched_ncached + strlen(r->row.payload) + SCHED_CACHE_OVERHEAD <=
+		    SCHED_CACHE_BYTES) {
+			task->payload = json_incref(r->payload);
+			task->payload_cached = strlen(r->row.payload) + SCHED_CACHE_OVERHEAD;
+			sched_ncached += task->payload_cached;
+		}
 		if (task_index_add(task) < 0) {
 			/* Cannot happen: the store's unique index saw it first. */
 			log_errorx("task %s: in the index twice", task->id);
@@ -379,6 +402,14 @@ sched_deadline(evutil_socket_t fd, short what, void *arg)
 	    "the task ran past its timeout of %g s", task->timeout_s);
 }
 
+/* A queued task leaves the payload cache (dispatched or ended). */
+static void
+sched_uncache(struct task *task)
+{
+	sched_ncached -= task->payload_cached;
+	task->payload_cached = 0;
+}
+
 /* Resolve the workflow and load the payload (a read on the loop's connection). */
 static int
 sched_prepare(struct task *task, char **ret_cause)
@@ -386,6 +417,19 @@ sched_prepare(struct task *task, char **ret_cause)
 	json_error_t jerr;
 	char *payload = NULL;
 	int error;
+
+	if (task->payload_cached > 0) {
+		sched_uncache(task);
+		task->wf = plugin_find_workflow(task->workflow);
+		if (task->wf == NULL) {
+			if (asprintf(ret_cause, "workflow '%s' is not served by any loaded "
+			    "plugin", task->workflow) < 0)
+				*ret_cause = NULL;
+			return -ENOENT;
+		}
+		task->attempt++;
+		return 0;
+	}
 
 	task->wf = plugin_find_workflow(task->workflow);
 	if (task->wf == NULL) {
@@ -622,6 +666,7 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 	} else {
 		TAILQ_REMOVE(&sched_queues[task->prio], task, entry);
 		sched_nqueued--;
+		sched_uncache(task);
 	}
 	pool_task_gone(task);	/* its job, if any, must not outlive it */
 	task->state = state;
