@@ -521,6 +521,8 @@ int	writer_start(const char *path, bool sync_full, char **ret_cause);
 void	writer_submit(struct writer_job *job);
 /* Wait for every queued job and call their done() (shutdown). */
 void	writer_sync(void);
+/* Whether jobs go to the thread (else they run at once). */
+bool	writer_active(void);
 /* writer_sync(), then end the thread; later jobs run at once on kgymd_store. */
 void	writer_stop(void);
 

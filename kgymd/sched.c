@@ -59,6 +59,67 @@ static const struct timeval sched_next_turn = { 0, 0 };
 static void sched_dispatch(evutil_socket_t, short, void *);
 static void sched_flush(evutil_socket_t, short, void *);
 
+/*
+ * What the writer hands back (tasks to queue, to start, to tell their
+ * waiters about) is done in slices of SCHED_SLICE_US, in the order the
+ * writer handed it back, with a turn of the loop between slices: a commit
+ * of a thousand tasks must not hold the loop for milliseconds.  step()
+ * does what fits before `deadline` and says whether it is finished.
+ */
+struct sched_slice {
+	bool (*step)(void *arg, uint64_t deadline);
+	void *arg;
+	TAILQ_ENTRY(sched_slice) entry;
+};
+static TAILQ_HEAD(, sched_slice) sched_slices = TAILQ_HEAD_INITIALIZER(sched_slices);
+static struct event *sched_slices_ev;
+
+static void
+sched_slices_run(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t deadline = arg != NULL ? UINT64_MAX : stats_now_us() + SCHED_SLICE_US;
+	struct sched_slice *sl;
+
+	while ((sl = TAILQ_FIRST(&sched_slices)) != NULL) {
+		if (!sl->step(sl->arg, deadline)) {
+			evtimer_add(sched_slices_ev, &sched_next_turn);
+			return;
+		}
+		TAILQ_REMOVE(&sched_slices, sl, entry);	/* step may have freed its arg */
+		free(sl);
+	}
+}
+
+/* Queue a slice; without a writer thread (unit tests), do it now. */
+static void
+sched_slice_add(bool (*step)(void *, uint64_t), void *arg)
+{
+	struct sched_slice *sl;
+
+	if (!writer_active() || (sl = calloc(1, sizeof *sl)) == NULL) {
+		/* Out of memory: all of it now rather than never. */
+		while (!step(arg, UINT64_MAX))
+			;
+		return;
+	}
+	sl->step = step;
+	sl->arg = arg;
+	TAILQ_INSERT_TAIL(&sched_slices, sl, entry);
+	evtimer_add(sched_slices_ev, &sched_next_turn);
+}
+
+/* Shutdown: every write committed and every slice done, whatever they take. */
+static void
+sched_settle(void)
+{
+	for (;;) {
+		writer_sync();
+		if (TAILQ_EMPTY(&sched_slices))
+			return;
+		sched_slices_run(-1, 0, sched_slices_run);	/* any non-NULL: no deadline */
+	}
+}
+
 void
 sched_init(void)
 {
@@ -74,8 +135,9 @@ sched_init(void)
 	sched_turn_ev = evtimer_new(kgymd_base, sched_dispatch, NULL);
 	sched_flush_ev = event_new(kgymd_base, -1, 0, sched_flush, NULL);
 	sched_flush_retry_ev = evtimer_new(kgymd_base, sched_flush, NULL);
+	sched_slices_ev = evtimer_new(kgymd_base, sched_slices_run, NULL);
 	if (sched_kick_ev == NULL || sched_turn_ev == NULL || sched_flush_ev == NULL ||
-	    sched_flush_retry_ev == NULL)
+	    sched_flush_retry_ev == NULL || sched_slices_ev == NULL)
 		fatalx("sched: cannot create the dispatch events");
 }
 
@@ -92,7 +154,7 @@ sched_free(void)
 	struct task *task;
 	int i;
 
-	writer_sync();		/* no job may still point at a task */
+	sched_settle();		/* no job may still point at a task */
 	for (i = 0; i < PRIO__COUNT; i++) {
 		while ((task = TAILQ_FIRST(&sched_queues[i])) != NULL) {
 			TAILQ_REMOVE(&sched_queues[i], task, entry);
@@ -103,8 +165,8 @@ sched_free(void)
 		TAILQ_REMOVE(&sched_running_list, task, entry);
 		sched_drop(task);
 	}
-	sched_flush(-1, 0, NULL);	/* what ended must be written before we go */
-	writer_sync();
+	sched_flush(-1, 0, sched_flush);	/* all that ended (non-NULL: no slice) */
+	sched_settle();
 	if (sched_kick_ev != NULL)
 		event_free(sched_kick_ev);
 	if (sched_turn_ev != NULL)
@@ -113,6 +175,9 @@ sched_free(void)
 		event_free(sched_flush_ev);
 	if (sched_flush_retry_ev != NULL)
 		event_free(sched_flush_retry_ev);
+	if (sched_slices_ev != NULL)
+		event_free(sched_slices_ev);
+	sched_slices_ev = NULL;
 	sched_kick_ev = sched_turn_ev = sched_flush_ev = sched_flush_retry_ev = NULL;
 	sched_nqueued = sched_nrunning = 0;
 	sched_ncached = 0;
@@ -151,6 +216,8 @@ struct sched_batch {
 	struct sched_row *rows;
 	size_t n, cap;
 	bool committing;
+	int error;			/* the writer's */
+	size_t next;			/* rows queued so far, after the commit */
 	void (*done)(struct sched_batch *, int error, void *arg);
 	void *arg;
 };
@@ -300,18 +367,18 @@ sched_batch_run(struct store *store, void *arg)
 	return 0;
 }
 
-/* On the loop: the rows are on disk (or none is); queue their tasks. */
-static void
-sched_batch_done(int error, void *arg)
+/* On the loop: the rows are on disk (or none is); queue their tasks, a slice at a time. */
+static bool
+sched_batch_step(void *arg, uint64_t deadline)
 {
 	struct sched_batch *b = arg;
 	struct sched_row *r;
 	struct task *task;
-	size_t i;
 
-	b->committing = false;
-	for (i = 0; error == 0 && i < b->n; i++) {
-		r = &b->rows[i];
+	while (b->error == 0 && b->next < b->n) {
+		if (stats_now_us() >= deadline)
+			return false;
+		r = &b->rows[b->next++];
 		if (r->dup)
 			continue;
 		task = task_new(r->row.id, r->seq, r->row.prio, r->row.workflow,
@@ -339,10 +406,20 @@ sched_batch_done(int error, void *arg)
 		}
 		sched_enqueue(task);
 		stats_task_submitted();
-	}
-	if (error == 0)
 		sched_kick();
-	b->done(b, error, b->arg);
+	}
+	b->done(b, b->error, b->arg);	/* may free b */
+	return true;
+}
+
+static void
+sched_batch_done(int error, void *arg)
+{
+	struct sched_batch *b = arg;
+
+	b->committing = false;
+	b->error = error;
+	sched_slice_add(sched_batch_step, b);
 }
 
 void
@@ -508,16 +585,16 @@ sched_pop(void)
 /*
  * The tasks of one dispatch pass, marked running by the writer in one job.
  * A task starts only once its running mark is committed, so its attempt
- * counts across a crash.  The tasks stay alive until done(): a task that
- * ends meanwhile (cancelled) has its end queued after this job, and the
- * writer hands jobs back in order.
+ * counts across a crash.  The job names tasks by id, and the loop looks
+ * each up again when it comes back: a task may have been cancelled (and
+ * freed), or requeued at shutdown, meanwhile.
  */
 struct sched_starting {
 	struct writer_job job;
 	int64_t now_ms;
-	size_t n;
+	int error;			/* the writer's */
+	size_t n, next;
 	struct {
-		struct task *task;	/* the loop's; the writer reads id and attempt only */
 		char id[KGYM_TASK_ID_MAX + 1];
 		int attempt;
 		int error;
@@ -542,19 +619,24 @@ sched_starting_run(struct store *store, void *arg)
 	return 0;
 }
 
-static void
-sched_starting_done(int error, void *arg)
+static bool
+sched_starting_step(void *arg, uint64_t deadline)
 {
 	struct sched_starting *st = arg;
 	struct task *task;
 	size_t i;
 
-	for (i = 0; i < st->n; i++) {
-		task = st->t[i].task;
+	while (st->next < st->n) {
+		if (stats_now_us() >= deadline)
+			return false;
+		i = st->next++;
+		task = task_index_find(st->t[i].id);
+		if (task == NULL || !task->starting || task->attempt != st->t[i].attempt)
+			continue;	/* ended or requeued meanwhile */
 		task->starting = false;
 		if (task->finished)
-			continue;	/* ended (cancelled) while it was being marked */
-		if (error < 0 || st->t[i].error < 0) {
+			continue;	/* cancelled while it was being marked */
+		if (st->error < 0 || st->t[i].error < 0) {
 			log_warnx("task %s: the task store could not mark it running",
 			    task->id);
 			task->wf = NULL;	/* no plugin work to cancel */
@@ -565,6 +647,16 @@ sched_starting_done(int error, void *arg)
 		sched_start(task);
 	}
 	free(st);
+	return true;
+}
+
+static void
+sched_starting_done(int error, void *arg)
+{
+	struct sched_starting *st = arg;
+
+	st->error = error;
+	sched_slice_add(sched_starting_step, st);
 }
 
 /*
@@ -607,7 +699,6 @@ sched_dispatch(evutil_socket_t fd, short what, void *arg)
 			free(cause);
 		} else {
 			task->starting = true;
-			st->t[n].task = task;
 			snprintf(st->t[n].id, sizeof st->t[n].id, "%s", task->id);
 			st->t[n].attempt = task->attempt;
 			n++;
@@ -737,13 +828,31 @@ sched_ending_run(struct store *store, void *arg)
 	return 0;
 }
 
+/* Tell the waiters of committed ends and free the tasks, a slice at a time. */
+static bool
+sched_ending_step(void *arg, uint64_t deadline)
+{
+	struct task *task;
+
+	while ((task = TAILQ_FIRST(&sched_flushing)) != NULL) {
+		if (stats_now_us() >= deadline)
+			return false;
+		TAILQ_REMOVE(&sched_flushing, task, entry);
+		task_index_remove(task);
+		wait_task_done(task->id, task->state, task->result);
+		task_free(task);
+	}
+	sched_flush_busy = false;
+	if (!TAILQ_EMPTY(&sched_finishing) && sched_flush_ev != NULL)
+		event_active(sched_flush_ev, 0, 0);
+	return true;
+}
+
 static void
 sched_ending_done(int error, void *arg)
 {
 	struct sched_ending *en = arg;
-	struct task *task;
 
-	sched_flush_busy = false;
 	sched_ending_free(en);
 	if (error < 0) {
 		/*
@@ -752,19 +861,13 @@ sched_ending_done(int error, void *arg)
 		 */
 		log_errorx("sched: the store could not commit finished tasks: %s",
 		    strerror(-error));
+		sched_flush_busy = false;
 		TAILQ_CONCAT(&sched_flushing, &sched_finishing, entry);
 		TAILQ_CONCAT(&sched_finishing, &sched_flushing, entry);
 		evtimer_add(sched_flush_retry_ev, &(struct timeval){ .tv_sec = 1 });
 		return;
 	}
-	while ((task = TAILQ_FIRST(&sched_flushing)) != NULL) {
-		TAILQ_REMOVE(&sched_flushing, task, entry);
-		task_index_remove(task);
-		wait_task_done(task->id, task->state, task->result);
-		task_free(task);
-	}
-	if (!TAILQ_EMPTY(&sched_finishing) && sched_flush_ev != NULL)
-		event_active(sched_flush_ev, 0, 0);
+	sched_slice_add(sched_ending_step, NULL);
 }
 
 static char *
@@ -778,6 +881,7 @@ sched_flush(evutil_socket_t fd, short what, void *arg)
 {
 	struct sched_ending *en;
 	struct task *task;
+	uint64_t t0 = stats_now_us();
 	size_t n = 0, i = 0;
 
 	if (TAILQ_EMPTY(&sched_finishing) || sched_flush_busy)
@@ -788,7 +892,12 @@ sched_flush(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(sched_flush_retry_ev, &(struct timeval){ .tv_sec = 1 });
 		return;
 	}
-	TAILQ_FOREACH(task, &sched_finishing, entry) {
+	/* What fits in a slice goes now; the rest with the next flush. */
+	while ((task = TAILQ_FIRST(&sched_finishing)) != NULL) {
+		if (i > 0 && arg == NULL && stats_now_us() - t0 >= SCHED_SLICE_US)
+			break;
+		TAILQ_REMOVE(&sched_finishing, task, entry);
+		TAILQ_INSERT_TAIL(&sched_flushing, task, entry);
 		snprintf(en->t[i].id, sizeof en->t[i].id, "%s", task->id);
 		en->t[i].state = task->state;
 		en->t[i].code = sched_strdup_or_null(json_string_value(
@@ -802,8 +911,6 @@ sched_flush(evutil_socket_t fd, short what, void *arg)
 	en->job.run = sched_ending_run;
 	en->job.done = sched_ending_done;
 	en->job.arg = en;
-	/* Flushing: the tasks this job writes (the queue is the sole owner of entry). */
-	TAILQ_CONCAT(&sched_flushing, &sched_finishing, entry);
 	sched_flush_busy = true;
 	writer_submit(&en->job);
 }
@@ -905,11 +1012,11 @@ sched_requeue_running(void)
 	struct task *task;
 
 	/* Tasks being marked running start first, so that each is one case below. */
-	writer_sync();
+	sched_settle();
 	while ((task = TAILQ_FIRST(&sched_running_list)) != NULL) {
 		TAILQ_REMOVE(&sched_running_list, task, entry);
 		sched_nrunning--;
-		if (task->wf != NULL)
+		if (task->wf != NULL && !task->starting)
 			task->wf->p->cancel((struct kgym_task *)task);
 		pool_task_gone(task);
 		if (store_mark_queued(kgymd_store, task->id) < 0)
@@ -922,6 +1029,7 @@ sched_requeue_running(void)
 		json_decref(task->payload);
 		task->payload = NULL;
 		task->wf = NULL;
+		task->starting = false;
 		sched_enqueue(task);
 		log_info("task %s: requeued for the next start", task->id);
 	}

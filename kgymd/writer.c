@@ -116,6 +116,12 @@ writer_submit(struct writer_job *job)
 	offload_submit(writer, &job->o);
 }
 
+bool
+writer_active(void)
+{
+	return writer != NULL;
+}
+
 void
 writer_sync(void)
 {
