@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -828,6 +829,44 @@ sched_ending_run(struct store *store, void *arg)
 	return 0;
 }
 
+/*
+ * A burst of tasks leaves freed memory in malloc's arenas (the loop's and
+ * the parser's and writer's threads'); once the daemon is quiet again it
+ * goes back to the system.  malloc_trim() holds each arena's lock while it
+ * walks it, so it runs in the writer thread and only when nothing is
+ * queued or running, never while clients are being served in earnest.
+ */
+#define SCHED_TRIM_AFTER	1000	/* tasks ended since the last trim */
+static size_t sched_ended_since_trim;
+static bool sched_trim_busy;
+static struct writer_job sched_trim_job;
+
+static int
+sched_trim_run(struct store *store, void *arg)
+{
+	malloc_trim(0);
+	return 0;
+}
+
+static void
+sched_trim_done(int error, void *arg)
+{
+	sched_trim_busy = false;
+}
+
+static void
+sched_trim_if_quiet(void)
+{
+	if (sched_trim_busy || !writer_active() || sched_ended_since_trim < SCHED_TRIM_AFTER ||
+	    sched_nqueued > 0 || sched_nrunning > 0 || sched_ninflight > 0)
+		return;
+	sched_ended_since_trim = 0;
+	sched_trim_busy = true;
+	sched_trim_job.run = sched_trim_run;
+	sched_trim_job.done = sched_trim_done;
+	writer_submit(&sched_trim_job);
+}
+
 /* Tell the waiters of committed ends and free the tasks, a slice at a time. */
 static bool
 sched_ending_step(void *arg, uint64_t deadline)
@@ -841,8 +880,11 @@ sched_ending_step(void *arg, uint64_t deadline)
 		task_index_remove(task);
 		wait_task_done(task->id, task->state, task->result);
 		task_free(task);
+		sched_ended_since_trim++;
 	}
 	sched_flush_busy = false;
+	if (TAILQ_EMPTY(&sched_finishing))
+		sched_trim_if_quiet();
 	if (!TAILQ_EMPTY(&sched_finishing) && sched_flush_ev != NULL)
 		event_active(sched_flush_ev, 0, 0);
 	return true;
