@@ -23,7 +23,7 @@
 #define OPS_LIST_MAX		1000	/* a page; more with `before` */
 #define OPS_WAIT_MAX_IDS	100000
 /* A submit is stored in slices of about this long (microseconds). */
-#define OPS_SLICE_US		200
+#define OPS_SLICE_US		100
 
 struct ops_entry {
 	void (*handler)(struct conn *, struct request *, json_t *reply);

@@ -30,8 +30,10 @@
 static struct task_queue sched_queues[PRIO__COUNT];
 static struct task_queue sched_running_list;
 static struct task_queue sched_finishing;	/* ended, not yet handed to the writer */
-static struct task_queue sched_flushing;	/* ended, being committed */
-static bool sched_flush_busy;		/* a flush job is with the writer */
+static struct event *sched_flush_more_ev;	/* the next flush, next turn */
+static size_t sched_nfinishing;
+/* Ends written by one flush job at most (they are also bounded by a slice). */
+#define SCHED_FLUSH_MAX		1024
 static struct event *sched_flush_ev;
 static struct event *sched_flush_retry_ev;
 static size_t sched_nqueued;
@@ -46,7 +48,7 @@ static size_t sched_ncached;		/* bytes of payloads kept with queued tasks */
  * payloads are read back from the store at dispatch.  Each payload counts
  * its text plus SCHED_CACHE_OVERHEAD for jansson's nodes.
  */
-#define SCHED_CACHE_BYTES	(16 * 1024 * 1024)
+#define SCHED_CACHE_BYTES	(4 * 1024 * 1024)
 #define SCHED_CACHE_OVERHEAD	512
 static bool sched_is_paused;
 static struct event *sched_kick_ev;
@@ -54,7 +56,7 @@ static struct event *sched_turn_ev;	/* a dispatch pass goes on next turn */
 static void (*sched_idle_cb)(void);
 
 /* A dispatch pass, or the completion of a submit, holds the loop this long at most. */
-#define SCHED_SLICE_US		200
+#define SCHED_SLICE_US		100
 static const struct timeval sched_next_turn = { 0, 0 };
 
 static void sched_dispatch(evutil_socket_t, short, void *);
@@ -130,15 +132,15 @@ sched_init(void)
 		TAILQ_INIT(&sched_queues[i]);
 	TAILQ_INIT(&sched_running_list);
 	TAILQ_INIT(&sched_finishing);
-	TAILQ_INIT(&sched_flushing);
-	sched_flush_busy = false;
 	sched_kick_ev = event_new(kgymd_base, -1, 0, sched_dispatch, NULL);
 	sched_turn_ev = evtimer_new(kgymd_base, sched_dispatch, NULL);
 	sched_flush_ev = event_new(kgymd_base, -1, 0, sched_flush, NULL);
 	sched_flush_retry_ev = evtimer_new(kgymd_base, sched_flush, NULL);
 	sched_slices_ev = evtimer_new(kgymd_base, sched_slices_run, NULL);
+	sched_flush_more_ev = evtimer_new(kgymd_base, sched_flush, NULL);
 	if (sched_kick_ev == NULL || sched_turn_ev == NULL || sched_flush_ev == NULL ||
-	    sched_flush_retry_ev == NULL || sched_slices_ev == NULL)
+	    sched_flush_retry_ev == NULL || sched_slices_ev == NULL ||
+	    sched_flush_more_ev == NULL)
 		fatalx("sched: cannot create the dispatch events");
 }
 
@@ -178,7 +180,9 @@ sched_free(void)
 		event_free(sched_flush_retry_ev);
 	if (sched_slices_ev != NULL)
 		event_free(sched_slices_ev);
-	sched_slices_ev = NULL;
+	if (sched_flush_more_ev != NULL)
+		event_free(sched_flush_more_ev);
+	sched_slices_ev = sched_flush_more_ev = NULL;
 	sched_kick_ev = sched_turn_ev = sched_flush_ev = sched_flush_retry_ev = NULL;
 	sched_nqueued = sched_nrunning = 0;
 	sched_ncached = 0;
@@ -772,6 +776,7 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 	log_debug("task %s %s", task->id, proto_state_name(state));
 	/* Durable first, then told: see sched_flush(). */
 	TAILQ_INSERT_TAIL(&sched_finishing, task, entry);
+	sched_nfinishing++;
 	event_active(sched_flush_ev, 0, 0);
 	sched_kick();
 	if (sched_nrunning == 0 && sched_idle_cb != NULL)
@@ -788,8 +793,9 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 struct sched_ending {
 	struct writer_job job;
 	int64_t now_ms;
-	size_t n;
+	size_t n, next;
 	struct {
+		struct task *task;	/* finished: nothing frees it but this job's end */
 		char id[KGYM_TASK_ID_MAX + 1];
 		enum task_state state;
 		char *code, *message, *text;
@@ -871,22 +877,21 @@ sched_trim_if_quiet(void)
 static bool
 sched_ending_step(void *arg, uint64_t deadline)
 {
+	struct sched_ending *en = arg;
 	struct task *task;
 
-	while ((task = TAILQ_FIRST(&sched_flushing)) != NULL) {
+	while (en->next < en->n) {
 		if (stats_now_us() >= deadline)
 			return false;
-		TAILQ_REMOVE(&sched_flushing, task, entry);
+		task = en->t[en->next++].task;
 		task_index_remove(task);
 		wait_task_done(task->id, task->state, task->result);
 		task_free(task);
 		sched_ended_since_trim++;
 	}
-	sched_flush_busy = false;
+	sched_ending_free(en);
 	if (TAILQ_EMPTY(&sched_finishing))
 		sched_trim_if_quiet();
-	if (!TAILQ_EMPTY(&sched_finishing) && sched_flush_ev != NULL)
-		event_active(sched_flush_ev, 0, 0);
 	return true;
 }
 
@@ -894,22 +899,24 @@ static void
 sched_ending_done(int error, void *arg)
 {
 	struct sched_ending *en = arg;
+	size_t i;
 
-	sched_ending_free(en);
 	if (error < 0) {
 		/*
 		 * Nobody hears of a result the store does not hold: keep the
-		 * tasks and try again in a second (a full disk may be freed).
+		 * tasks, first in line, and try again in a second (a full disk
+		 * may be freed).
 		 */
 		log_errorx("sched: the store could not commit finished tasks: %s",
 		    strerror(-error));
-		sched_flush_busy = false;
-		TAILQ_CONCAT(&sched_flushing, &sched_finishing, entry);
-		TAILQ_CONCAT(&sched_finishing, &sched_flushing, entry);
+		for (i = en->n; i > 0; i--)
+			TAILQ_INSERT_HEAD(&sched_finishing, en->t[i - 1].task, entry);
+		sched_nfinishing += en->n;
+		sched_ending_free(en);
 		evtimer_add(sched_flush_retry_ev, &(struct timeval){ .tv_sec = 1 });
 		return;
 	}
-	sched_slice_add(sched_ending_step, NULL);
+	sched_slice_add(sched_ending_step, en);
 }
 
 static char *
@@ -924,22 +931,23 @@ sched_flush(evutil_socket_t fd, short what, void *arg)
 	struct sched_ending *en;
 	struct task *task;
 	uint64_t t0 = stats_now_us();
-	size_t n = 0, i = 0;
+	size_t n, i = 0;
 
-	if (TAILQ_EMPTY(&sched_finishing) || sched_flush_busy)
+	if (TAILQ_EMPTY(&sched_finishing))
 		return;
-	TAILQ_FOREACH(task, &sched_finishing, entry)
-		n++;
+	n = sched_nfinishing < SCHED_FLUSH_MAX || arg != NULL ? sched_nfinishing :
+	    SCHED_FLUSH_MAX;
 	if ((en = calloc(1, sizeof *en + n * sizeof en->t[0])) == NULL) {
 		evtimer_add(sched_flush_retry_ev, &(struct timeval){ .tv_sec = 1 });
 		return;
 	}
-	/* What fits in a slice goes now; the rest with the next flush. */
-	while ((task = TAILQ_FIRST(&sched_finishing)) != NULL) {
+	/* What fits in a slice goes now; the rest with the next flush, next turn. */
+	while (i < n && (task = TAILQ_FIRST(&sched_finishing)) != NULL) {
 		if (i > 0 && arg == NULL && stats_now_us() - t0 >= SCHED_SLICE_US)
 			break;
 		TAILQ_REMOVE(&sched_finishing, task, entry);
-		TAILQ_INSERT_TAIL(&sched_flushing, task, entry);
+		sched_nfinishing--;
+		en->t[i].task = task;
 		snprintf(en->t[i].id, sizeof en->t[i].id, "%s", task->id);
 		en->t[i].state = task->state;
 		en->t[i].code = sched_strdup_or_null(json_string_value(
@@ -953,8 +961,9 @@ sched_flush(evutil_socket_t fd, short what, void *arg)
 	en->job.run = sched_ending_run;
 	en->job.done = sched_ending_done;
 	en->job.arg = en;
-	sched_flush_busy = true;
 	writer_submit(&en->job);
+	if (!TAILQ_EMPTY(&sched_finishing) && sched_flush_more_ev != NULL)
+		evtimer_add(sched_flush_more_ev, &sched_next_turn);
 }
 
 void
