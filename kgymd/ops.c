@@ -470,10 +470,19 @@ static void
 ops_status(struct conn *conn, struct request *req, json_t *reply)
 {
 	struct store_row *row;
+	struct task *task;
 	const char *id;
 
 	if (ops_task_id(conn, req, &id) < 0 || ops_get_row(conn, req, id, &row) < 0)
 		return;
+	/*
+	 * A cancel is answered "cancelled" at once, while the writer commits
+	 * it: status must not say otherwise meanwhile.  Other ends show once
+	 * they are on disk.
+	 */
+	if ((task = task_index_find(id)) != NULL && task->finished &&
+	    task->state == TASK_CANCELLED && row->state < TASK_COMPLETED)
+		row->state = TASK_CANCELLED;
 	ops_row_fields(reply, row);
 	store_row_free(row);
 	control_send(conn, reply);
