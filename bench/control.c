@@ -959,8 +959,9 @@ main(int argc, char **argv)
 	/* 3c. status while another client pipelines stats, list and big submits */
 	bench_status_under_load(sock, status_id, nstatus, batch);
 
-	/* 4. memory with a deep queue */
+	/* 4. memory with a deep queue, from a quiet daemon as the other phases start */
 	if (nqueue > 0) {
+		bench_drain(c);
 		rss0 = pid > 0 ? bench_rss(pid) : -1;
 		mem.name = "queue";
 		mem.tasks_per_req = batch;

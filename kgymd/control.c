@@ -44,6 +44,28 @@
 #define CONTROL_TURN_US		300
 /* After a line this long, freed memory goes back to the system. */
 #define CONTROL_TRIM_BYTES	(1024 * 1024)
+/*
+ * Lines this long are parsed off the loop: jansson takes about 3 ms for an
+ * 80 KB submit of 1,000 tasks and 13 ms for 100 tasks of 8 KiB, time every
+ * other client would wait.  Shorter lines parse in microseconds, less than
+ * the trip to the parser thread costs.
+ */
+#define CONTROL_OFFLOAD_BYTES	(16 * 1024)
+
+/* A line with the parser thread; the connection reads no further meanwhile. */
+struct control_parse {
+	struct offload_job job;
+	struct conn *conn;		/* NULL once the connection is gone */
+	char *line;
+	size_t len;
+	int rc;
+	struct request req;
+	json_t *id;
+	struct proto_error err;
+	uint64_t t0;
+};
+
+static struct offload *control_parser;	/* started at the first long line */
 
 static struct evconnlistener *control_listener;
 static char *control_path;
@@ -87,6 +109,8 @@ control_conn_free(struct conn *conn)
 {
 	if (conn->pending != NULL)
 		ops_pending_free(conn);
+	if (conn->parsing != NULL)
+		conn->parsing->conn = NULL;	/* its done() frees it */
 	if (conn->reap_ev != NULL)
 		event_free(conn->reap_ev);
 	if (conn->resume_ev != NULL)
@@ -150,7 +174,7 @@ control_idle(evutil_socket_t fd, short what, void *arg)
 		control_conn_free(conn);
 		return;
 	}
-	if (conn->nwaiters > 0 || conn->pending != NULL) {
+	if (conn->nwaiters > 0 || conn->pending != NULL || conn->parsing != NULL) {
 		control_idle_arm(conn);
 		return;
 	}
@@ -206,31 +230,105 @@ control_refuse_conn(struct conn *conn, const char *code, const char *message)
 	conn->linger = true;
 }
 
+/* A line parsed (rc 0: req is the request; else err, and id if it had one). */
 static void
-control_handle_line(struct conn *conn, const char *line, size_t len)
+control_handle_parsed(struct conn *conn, int rc, struct request *req, json_t *id,
+    const struct proto_error *err, uint64_t t0)
 {
-	struct request req = { 0 };
-	struct proto_error err = { 0 };
-	json_t *id = NULL, *reply;
-	uint64_t t0 = stats_now_us();
+	json_t *reply;
 
-	/* Tolerate CRLF clients; skip blank lines. */
-	if (len > 0 && line[len - 1] == '\r')
-		len--;
-	if (len == 0)
-		return;
-	if (proto_parse_request(line, len, &req, &id, &err) < 0) {
-		reply = proto_reply_error(id, err.code, err.message);
+	if (rc < 0) {
+		reply = proto_reply_error(id, err->code, err->message);
 		control_send(conn, reply);
 		json_decref(reply);
 		json_decref(id);
 		return;
 	}
 	json_decref(id);
-	if (ops_dispatch(conn, &req) > 0)
+	if (ops_dispatch(conn, req) > 0)
 		return;		/* ops.c goes on with it, and owns it */
-	stats_request(req.op, stats_now_us() - t0);
-	proto_request_clear(&req);
+	stats_request(req->op, stats_now_us() - t0);
+	proto_request_clear(req);
+}
+
+/* In the parser thread: jansson only, nothing of the loop's. */
+static void
+control_parse_run(void *arg)
+{
+	struct control_parse *p = arg;
+
+	p->rc = proto_parse_request(p->line, p->len, &p->req, &p->id, &p->err);
+	free(p->line);
+	p->line = NULL;
+}
+
+static void
+control_parse_done(void *arg)
+{
+	struct control_parse *p = arg;
+	struct conn *conn = p->conn;
+
+	if (conn == NULL) {
+		if (p->rc == 0)
+			proto_request_clear(&p->req);
+		json_decref(p->id);
+	} else {
+		conn->parsing = NULL;
+		control_handle_parsed(conn, p->rc, &p->req, p->id, &p->err, p->t0);
+	}
+	/* A big line's parse trees leave freed memory behind: give it back. */
+	if (p->len >= CONTROL_TRIM_BYTES)
+		malloc_trim(0);
+	free(p);
+	if (conn != NULL)
+		control_resume(conn);
+}
+
+/* Hand a long line (owned) to the parser thread; false: parse it here. */
+static bool
+control_parse_later(struct conn *conn, char *line, size_t len, uint64_t t0)
+{
+	struct control_parse *p;
+
+	if (control_parser == NULL &&
+	    (control_parser = offload_new("kgymd-parser", offload_run_each, NULL)) == NULL)
+		return false;
+	if ((p = calloc(1, sizeof *p)) == NULL)
+		return false;
+	p->conn = conn;
+	p->line = line;
+	p->len = len;
+	p->t0 = t0;
+	p->job.run = control_parse_run;
+	p->job.done = control_parse_done;
+	p->job.arg = p;
+	conn->parsing = p;
+	offload_submit(control_parser, &p->job);
+	return true;
+}
+
+/* Answer one line (owned; freed here or by the parser). */
+static void
+control_handle_line(struct conn *conn, char *line, size_t len)
+{
+	struct request req = { 0 };
+	struct proto_error err = { 0 };
+	json_t *id = NULL;
+	uint64_t t0 = stats_now_us();
+	int rc;
+
+	/* Tolerate CRLF clients; skip blank lines. */
+	if (len > 0 && line[len - 1] == '\r')
+		len--;
+	if (len == 0) {
+		free(line);
+		return;
+	}
+	if (len >= CONTROL_OFFLOAD_BYTES && control_parse_later(conn, line, len, t0))
+		return;
+	rc = proto_parse_request(line, len, &req, &id, &err);
+	free(line);
+	control_handle_parsed(conn, rc, &req, id, &err, t0);
 }
 
 /*
@@ -258,7 +356,7 @@ control_linger(struct conn *conn)
 static bool
 control_busy(struct conn *conn)
 {
-	return conn->pending != NULL || conn->nwaiters > 0 ||
+	return conn->pending != NULL || conn->parsing != NULL || conn->nwaiters > 0 ||
 	    evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0 ||
 	    evbuffer_get_length(bufferevent_get_input(conn->bev)) > 0;
 }
@@ -333,11 +431,10 @@ control_process(struct conn *conn)
 		control_account(conn);
 		return;
 	}
-	if (conn->pending != NULL)
+	if (conn->pending != NULL || conn->parsing != NULL)
 		return;		/* control_resume() brings us back */
 	while ((line = control_next_line(conn, &len, &too_long)) != NULL) {
 		control_handle_line(conn, line, len);
-		free(line);
 		/* A big line's parse trees leave freed memory behind: give it back. */
 		if (len >= CONTROL_TRIM_BYTES)
 			malloc_trim(0);
@@ -345,7 +442,7 @@ control_process(struct conn *conn)
 		control_account(conn);
 		if (control_finish_if_done(conn))
 			return;
-		if (conn->pending != NULL || conn->linger)
+		if (conn->pending != NULL || conn->parsing != NULL || conn->linger)
 			return;
 		if (stats_now_us() - t0 >= CONTROL_TURN_US) {
 			/* Our turn is over; the others' sockets first. */
@@ -747,6 +844,9 @@ control_free_all(void)
 	struct conn *conn;
 
 	control_close();
+	/* Lines still being parsed are answered (or dropped) first. */
+	offload_free(control_parser);
+	control_parser = NULL;
 	while ((conn = TAILQ_FIRST(&control_conns)) != NULL)
 		control_conn_free(conn);
 }

@@ -250,7 +250,8 @@ char	*proto_encode(const json_t *reply, size_t *ret_len);
 /*
  * The durable task store: one SQLite database in WAL mode.  A task row is
  * committed before the client hears "accepted"; every state change is a
- * write.  Not thread-safe; used from the loop only.
+ * write.  A struct store is one SQLite connection, for one thread at a
+ * time: kgymd_store is the loop's, the writer (writer.c) has its own.
  */
 
 struct store;
@@ -290,6 +291,8 @@ bool	store_in_transaction(const struct store *store);
 int	store_insert(struct store *store, const struct store_row *row, int64_t *ret_seq);
 /* -ENOENT when absent.  *ret_row is owned by the caller. */
 int	store_get(struct store *store, const char *id, struct store_row **ret_row);
+/* The payload's JSON text (malloc'd; NULL when the row has none).  -ENOENT. */
+int	store_get_payload(struct store *store, const char *id, char **ret_payload);
 /*
  * queued -> running, attempt = attempt, started_ms = now; the row's payload
  * in *ret_payload (malloc'd) unless ret_payload is NULL.
@@ -446,12 +449,14 @@ struct task {
 	char *workflow;
 	char *owner;			/* "uid:N", who may see and cancel it */
 	struct plugin *wf;		/* resolved at dispatch */
-	json_t *payload;		/* loaded at dispatch, NULL while queued */
+	json_t *payload;		/* loaded at dispatch; while queued, NULL or cached */
+	size_t payload_cached;		/* while queued: bytes it counts in sched's cache */
 	void *plugin_data;
 	struct event *plugin_timer;
 	void (*plugin_timer_cb)(struct kgym_task *);
 	struct event *deadline;
 	struct job *job;		/* its sandboxed job, queued or running */
+	bool starting;			/* running, its running mark not yet committed */
 	bool finished;			/* ended; freed once its end is committed */
 	json_t *result;			/* while finished, until committed */
 	TAILQ_ENTRY(task) entry;	/* in a sched queue or the running list */
@@ -469,29 +474,97 @@ size_t	task_index_count(void);
 /* A fresh id for a task submitted without one. */
 int	task_id_generate(char *buf, size_t len);
 
+/* -------------------------------------------------------------- offload.c */
+/*
+ * Work off the loop: one thread per struct offload, jobs in a FIFO, done()
+ * back on the loop in queue order.  A job is owned by whoever queued it and
+ * borrowed by the thread until its done() runs.
+ */
+struct offload;
+struct offload_job {
+	void	(*run)(void *arg);	/* in the thread (if the group runner calls it) */
+	void	(*done)(void *arg);	/* on the loop; may free the job */
+	void	*arg;
+	STAILQ_ENTRY(offload_job) entry;
+};
+
+/* Start a thread that hands each group of queued jobs to run_group(first, ctx). */
+struct offload *offload_new(const char *name,
+	    void (*run_group)(struct offload_job *first, void *ctx), void *ctx);
+/* Each job's run(), one after the other: a run_group for independent jobs. */
+void	offload_run_each(struct offload_job *first, void *ctx);
+void	offload_submit(struct offload *o, struct offload_job *job);
+/* Wait until every job is done and its done() has run. */
+void	offload_sync(struct offload *o);
+/* offload_sync(), then end the thread. */
+void	offload_free(struct offload *o);
+
+/* --------------------------------------------------------------- writer.c */
+/*
+ * The store's writer: a thread with its own SQLite connection that runs
+ * the daemon's writes in group commits, off the loop.  A job is owned by
+ * whoever queued it; the writer borrows it from writer_submit() until it
+ * calls done() on the loop.  run() runs in the writer thread, inside a
+ * transaction shared with other jobs, and may touch only what the job owns.
+ */
+struct writer_job {
+	int	(*run)(struct store *store, void *arg);	/* 0 or -errno */
+	void	(*done)(int error, void *arg);		/* on the loop, after the commit */
+	void	*arg;
+	int	error;
+	struct offload_job o;			/* the writer's */
+};
+
+/* Open the writer's connection to `path` and start its thread. */
+int	writer_start(const char *path, bool sync_full, char **ret_cause);
+/* Queue a job; without a started writer, run it and call done() now. */
+void	writer_submit(struct writer_job *job);
+/* Wait for every queued job and call their done() (shutdown). */
+void	writer_sync(void);
+/* Whether jobs go to the thread (else they run at once). */
+bool	writer_active(void);
+/* writer_sync(), then end the thread; later jobs run at once on kgymd_store. */
+void	writer_stop(void);
+
 /* ---------------------------------------------------------------- sched.c */
 /*
  * The scheduler: three FIFO queues (high, normal, low), dispatch to the
  * workflow plugin while fewer than max_running_tasks run, completion,
  * cancel, timeouts, and requeue at shutdown.  Submission is batched: the
- * tasks of one submit request are written in one store transaction and
- * become visible (dispatchable, findable) only once it commits.
+ * tasks of one submit request are written by the writer (writer.c) in one
+ * job and become visible (dispatchable, findable) only once it commits.
  */
+
+struct sched_batch;
 
 void	sched_init(void);
 void	sched_free(void);
-int	sched_batch_begin(void);
+struct sched_batch *sched_batch_new(void);
+/* Free a batch that is not with the writer (never committed, or after done). */
+void	sched_batch_free(struct sched_batch *b);
 /*
- * Add one checked task of `owner` to the open batch.  An existing id returns
+ * Add one checked task of `owner` to the batch.  An existing id returns
  * its current state with *ret_existing = true and its owner in *ret_owner
  * (borrowed until the next call).  -ENOSPC: the queue is full.  ret_id
- * receives the task's id (assigned when the spec has none).
+ * receives the task's id (assigned when the spec has none).  Each new task
+ * is the batch's next row (0, 1, ...).
  */
-int	sched_submit(const struct task_spec *spec, const char *owner, char *ret_id,
-	    size_t idlen, enum task_state *ret_state, bool *ret_existing,
+int	sched_submit(struct sched_batch *b, const struct task_spec *spec, const char *owner,
+	    char *ret_id, size_t idlen, enum task_state *ret_state, bool *ret_existing,
 	    const char **ret_owner, char **ret_cause);
-/* Commit the batch and queue its tasks; on failure none of them exists. */
-int	sched_batch_commit(char **ret_cause);
+/*
+ * Hand the batch to the writer; done() runs on the loop once it is
+ * committed (error 0: every row is stored and queued, except rows the
+ * store already had, see sched_batch_dup) or failed (none exists).
+ * done() may free the batch.  Without a started writer, done() runs now.
+ */
+void	sched_batch_commit(struct sched_batch *b,
+	    void (*done)(struct sched_batch *b, int error, void *arg), void *arg);
+size_t	sched_batch_count(const struct sched_batch *b);
+/* Row k's id was in the store when the writer came (another submit of it). */
+bool	sched_batch_dup(const struct sched_batch *b, size_t k);
+/* A task's state and owner (borrowed until the next call), live or stored. */
+int	sched_find(const char *id, enum task_state *ret_state, const char **ret_owner);
 /* Queue a row read back from the store at start-up. */
 int	sched_restore(const struct store_row *row);
 /* Ask for a dispatch pass on the next loop iteration. */
@@ -551,6 +624,7 @@ size_t	wait_count(void);
  */
 
 struct ops_pending;
+struct control_parse;
 
 struct conn {
 	struct bufferevent *bev;
@@ -573,6 +647,7 @@ struct conn {
 	size_t in_counted;		/* its input bytes counted in max_input_bytes */
 	size_t scanned;			/* input bytes known to hold no newline */
 	struct ops_pending *pending;	/* a request spread over loop turns (big submit) */
+	struct control_parse *parsing;	/* a long line being parsed off the loop */
 	int nwaiters;
 	TAILQ_HEAD(, waiter) waiters;	/* wait.c's, dropped with the connection */
 	TAILQ_ENTRY(conn) entry;

@@ -288,7 +288,7 @@ static void
 kgymd_open_store(void)
 {
 	int64_t counts[TASK__STATE_COUNT];
-	char *path, *cause = NULL;
+	char *path, *db, *cause = NULL;
 	int restored = 0, failed = 0;
 
 	if (mkdir(kgymd_config->state_dir, 0700) < 0 && errno != EEXIST)
@@ -297,7 +297,7 @@ kgymd_open_store(void)
 		fatalx("out of memory");
 	if ((kgymd_store = store_open(path, kgymd_config->store_sync_full, &cause)) == NULL)
 		fatalx("task store: %s", cause != NULL ? cause : path);
-	free(path);
+	db = path;
 	/* Workers' private directories, and the compile cache they share. */
 	if (asprintf(&path, "%s/work", kgymd_config->state_dir) < 0)
 		fatalx("out of memory");
@@ -319,6 +319,10 @@ kgymd_open_store(void)
 	if (store_count(kgymd_store, counts) < 0)
 		fatalx("task store: cannot count its tasks");
 	stats_set_stored(counts);
+	/* Recovery done: from here on every write goes through the writer. */
+	if (writer_start(db, kgymd_config->store_sync_full, &cause) < 0)
+		fatalx("task store: %s", cause != NULL ? cause : db);
+	free(db);
 }
 
 static void
@@ -434,6 +438,7 @@ main(int argc, char **argv)
 	event_base_dispatch(kgymd_base);
 
 	log_info("stopped");
+	writer_stop();		/* every write done, and each client told */
 	control_free_all();
 	pool_stop();
 	sched_free();

@@ -23,7 +23,7 @@
 #define OPS_LIST_MAX		1000	/* a page; more with `before` */
 #define OPS_WAIT_MAX_IDS	100000
 /* A submit is stored in slices of about this long (microseconds). */
-#define OPS_SLICE_US		200
+#define OPS_SLICE_US		100
 
 struct ops_entry {
 	void (*handler)(struct conn *, struct request *, json_t *reply);
@@ -110,26 +110,29 @@ ops_rejection(size_t index, const char *code, const char *message)
 }
 
 /*
- * A submit is stored in slices of at most OPS_SLICE_US, each slice its own
- * transaction, with a turn of the loop between slices: a 10,000-task batch
- * does not make every other client wait for it.  Each slice is durable
- * before the next one starts, and nothing is said "accepted" before the
- * commit of its slice.  A slice whose commit fails takes its tasks back
- * (rejected "internal") and the rest of the batch is refused; when that is
- * the first slice, the whole request is answered "internal", as it was when
- * a batch was one transaction.
+ * A submit is checked in slices of at most OPS_SLICE_US, with a turn of
+ * the loop between slices, so a 10,000-task batch does not make every
+ * other client wait for it.  Then its new tasks go to the writer
+ * (writer.c) as one job, committed off the loop, often in one transaction
+ * with other clients' submits; the reply goes out when that commit has
+ * landed, so nothing is said "accepted" before it is on disk.  If the
+ * commit fails, every new task of the request is rejected "internal"; when
+ * nothing at all was accepted the whole request is answered "internal".
  */
 /* The next slice after the loop has polled every socket (see control.c). */
 static const struct timeval ops_next_turn = { 0, 0 };
 
 struct ops_pending {
-	struct conn *conn;
+	struct conn *conn;		/* NULL once the connection is gone */
 	struct request req;		/* owned */
 	json_t *reply, *accepted, *rejected;
+	json_t *fresh;			/* the accepted entry of each batch row */
 	json_t *one, *many;
 	size_t next, n;
 	bool wait;
-	char *store_failure;		/* why the store refused a slice */
+	bool committing;		/* the batch is with the writer */
+	struct sched_batch *batch;
+	char *store_failure;		/* why the store refused the batch */
 	uint64_t t0;
 	struct event *ev;
 };
@@ -144,6 +147,8 @@ ops_pending_destroy(struct ops_pending *p)
 	json_decref(p->reply);
 	json_decref(p->accepted);
 	json_decref(p->rejected);
+	json_decref(p->fresh);
+	sched_batch_free(p->batch);
 	proto_request_clear(&p->req);
 	free(p->store_failure);
 	free(p);
@@ -152,29 +157,18 @@ ops_pending_destroy(struct ops_pending *p)
 void
 ops_pending_free(struct conn *conn)
 {
-	ops_pending_destroy(conn->pending);
+	struct ops_pending *p = conn->pending;
+
 	conn->pending = NULL;
-}
-
-/* Turn this slice's accepted entries, and every task not yet looked at, into rejections. */
-static void
-ops_submit_fail(struct ops_pending *p, size_t slice_first, const char *cause)
-{
-	json_t *a;
-
-	if (p->store_failure == NULL)
-		p->store_failure = strdup(cause);
-	while (json_array_size(p->accepted) > slice_first) {
-		a = json_array_get(p->accepted, slice_first);
-		json_array_append_new(p->rejected, ops_rejection((size_t)json_integer_value(
-		    json_object_get(a, "index")), "internal", cause));
-		json_array_remove(p->accepted, slice_first);
+	if (p != NULL && p->committing) {
+		/* The writer holds its batch: the completion frees it, telling no one. */
+		p->conn = NULL;
+		return;
 	}
-	for (; p->next < p->n; p->next++)
-		json_array_append_new(p->rejected, ops_rejection(p->next, "internal", cause));
+	ops_pending_destroy(p);
 }
 
-/* One slice; true when the whole submit has been looked at. */
+/* One slice of checks; true when the whole submit has been looked at. */
 static bool
 ops_submit_slice(struct ops_pending *p)
 {
@@ -184,16 +178,11 @@ ops_submit_slice(struct ops_pending *p)
 	enum task_state state;
 	char id[KGYM_TASK_ID_MAX + 1], msg[KGYM_TASK_ID_MAX + 64];
 	uint64_t start = stats_now_us();
-	size_t slice_first = json_array_size(p->accepted);
 	char *cause = NULL;
 	bool existing;
-	json_t *task;
+	json_t *task, *entry;
 	int error;
 
-	if (sched_batch_begin() < 0) {
-		ops_submit_fail(p, slice_first, "the task store could not start a transaction");
-		return true;
-	}
 	while (p->next < p->n) {
 		size_t i = p->next++;
 
@@ -203,8 +192,8 @@ ops_submit_slice(struct ops_pending *p)
 			continue;
 		}
 		owner = NULL;
-		error = sched_submit(&spec, p->conn->owner, id, sizeof id, &state, &existing,
-		    &owner, &cause);
+		error = sched_submit(p->batch, &spec, p->conn->owner, id, sizeof id, &state,
+		    &existing, &owner, &cause);
 		if (error == -ENOSPC) {
 			json_array_append_new(p->rejected, ops_rejection(i, "queue_full",
 			    cause != NULL ? cause : "the queue is full"));
@@ -216,20 +205,17 @@ ops_submit_slice(struct ops_pending *p)
 			snprintf(msg, sizeof msg, "task_id '%s' belongs to another client", id);
 			json_array_append_new(p->rejected, ops_rejection(i, "forbidden", msg));
 		} else {
-			json_array_append_new(p->accepted, json_pack("{s:I, s:s, s:s, s:b}",
-			    "index", (json_int_t)i, "task_id", id,
-			    "state", proto_state_name(state), "existing", existing));
+			entry = json_pack("{s:I, s:s, s:s, s:b}", "index", (json_int_t)i,
+			    "task_id", id, "state", proto_state_name(state), "existing",
+			    existing);
+			json_array_append_new(p->accepted, entry);
+			if (!existing)
+				json_array_append(p->fresh, entry);
 		}
 		free(cause);
 		cause = NULL;
 		if (stats_now_us() - start >= OPS_SLICE_US)
 			break;
-	}
-	/* Durable before we say "accepted". */
-	if (sched_batch_commit(&cause) < 0) {
-		ops_submit_fail(p, slice_first, cause != NULL ? cause : "store failure");
-		free(cause);
-		return true;
 	}
 	return p->next >= p->n;
 }
@@ -267,21 +253,98 @@ ops_submit_finish(struct ops_pending *p)
 	free(wait_ids);
 }
 
+/* Reply, and let the connection read its next request. */
+static void
+ops_submit_end(struct ops_pending *p)
+{
+	struct conn *conn = p->conn;
+
+	if (conn != NULL) {
+		ops_submit_finish(p);
+		stats_request(OP_SUBMIT, stats_now_us() - p->t0);
+		conn->pending = NULL;
+	}
+	ops_pending_destroy(p);
+	if (conn != NULL)
+		control_resume(conn);
+}
+
+/* Move the accepted entries marked "_drop" out of the accepted list. */
+static void
+ops_submit_prune(struct ops_pending *p)
+{
+	json_t *kept = json_array(), *a;
+	size_t i;
+
+	json_array_foreach(p->accepted, i, a) {
+		if (json_object_get(a, "_drop") == NULL)
+			json_array_append(kept, a);
+	}
+	json_decref(p->accepted);
+	p->accepted = kept;
+}
+
+/* The writer is done with the batch: fix up what it found, then reply. */
+static void
+ops_submit_committed(struct sched_batch *b, int error, void *arg)
+{
+	struct ops_pending *p = arg;
+	enum task_state state;
+	const char *owner, *id;
+	char msg[KGYM_TASK_ID_MAX + 64];
+	size_t k, index;
+	bool drops = false;
+	json_t *a;
+
+	p->committing = false;
+	if (p->conn == NULL) {
+		ops_pending_destroy(p);
+		return;
+	}
+	json_array_foreach(p->fresh, k, a) {
+		index = (size_t)json_integer_value(json_object_get(a, "index"));
+		id = json_string_value(json_object_get(a, "task_id"));
+		if (error < 0) {
+			json_array_append_new(p->rejected, ops_rejection(index, "internal",
+			    "the task store could not commit the submission"));
+		} else if (!sched_batch_dup(b, k)) {
+			continue;
+		} else if (sched_find(id, &state, &owner) == 0 &&
+		    control_may_see(p->conn, owner)) {
+			/* Another submit of this id got there first: that one stands. */
+			json_object_set_new(a, "existing", json_true());
+			json_object_set_new(a, "state", json_string(proto_state_name(state)));
+			continue;
+		} else {
+			snprintf(msg, sizeof msg, "task_id '%s' belongs to another client", id);
+			json_array_append_new(p->rejected, ops_rejection(index, "forbidden", msg));
+		}
+		json_object_set_new(a, "_drop", json_true());
+		drops = true;
+	}
+	if (error < 0 && p->store_failure == NULL)
+		p->store_failure = strdup("the task store could not commit the submission");
+	if (drops)
+		ops_submit_prune(p);
+	ops_submit_end(p);
+}
+
+/* Check the next slice; once all is checked, hand the batch to the writer. */
 static void
 ops_submit_continue(evutil_socket_t fd, short what, void *arg)
 {
 	struct ops_pending *p = arg;
-	struct conn *conn = p->conn;
 
 	if (!ops_submit_slice(p)) {
 		evtimer_add(p->ev, &ops_next_turn);
 		return;
 	}
-	ops_submit_finish(p);
-	stats_request(OP_SUBMIT, stats_now_us() - p->t0);
-	conn->pending = NULL;
-	ops_pending_destroy(p);
-	control_resume(conn);
+	if (sched_batch_count(p->batch) == 0) {
+		ops_submit_end(p);
+		return;
+	}
+	p->committing = true;
+	sched_batch_commit(p->batch, ops_submit_committed, p);
 }
 
 static int
@@ -319,7 +382,13 @@ ops_submit(struct conn *conn, struct request *req, json_t *reply)
 		    "the daemon is draining or stopping and accepts no new tasks");
 		return 0;
 	}
-	if ((p = calloc(1, sizeof *p)) == NULL) {
+	if ((p = calloc(1, sizeof *p)) == NULL ||
+	    (p->batch = sched_batch_new()) == NULL ||
+	    (p->ev = evtimer_new(kgymd_base, ops_submit_continue, p)) == NULL) {
+		if (p != NULL) {
+			sched_batch_free(p->batch);
+			free(p);
+		}
 		ops_error(conn, req, "internal", "out of memory");
 		return 0;
 	}
@@ -328,27 +397,24 @@ ops_submit(struct conn *conn, struct request *req, json_t *reply)
 	p->reply = json_incref(reply);
 	p->accepted = json_array();
 	p->rejected = json_array();
+	p->fresh = json_array();
 	p->one = one;
 	p->many = many;
 	p->n = n;
 	p->wait = wait;
 	p->t0 = stats_now_us();
-	if (!ops_submit_slice(p)) {
-		/* More than a slice: go on over the next turns of the loop. */
-		if ((p->ev = evtimer_new(kgymd_base, ops_submit_continue, p)) == NULL) {
-			while (!ops_submit_slice(p))
-				;
-		} else {
-			memset(req, 0, sizeof *req);	/* ours now */
-			conn->pending = p;
-			evtimer_add(p->ev, &ops_next_turn);
-			return 1;
-		}
+	if (ops_submit_slice(p) && sched_batch_count(p->batch) == 0) {
+		/* Nothing new to store (all rejected, or all known): answer now. */
+		ops_submit_finish(p);
+		memset(&p->req, 0, sizeof p->req);	/* still the caller's */
+		ops_pending_destroy(p);
+		return 0;
 	}
-	ops_submit_finish(p);
-	memset(&p->req, 0, sizeof p->req);	/* still the caller's */
-	ops_pending_destroy(p);
-	return 0;
+	/* The rest of the checks, and the commit, from the loop's next turns. */
+	memset(req, 0, sizeof *req);	/* ours now */
+	conn->pending = p;
+	evtimer_add(p->ev, &ops_next_turn);
+	return 1;
 }
 
 static int
@@ -404,10 +470,19 @@ static void
 ops_status(struct conn *conn, struct request *req, json_t *reply)
 {
 	struct store_row *row;
+	struct task *task;
 	const char *id;
 
 	if (ops_task_id(conn, req, &id) < 0 || ops_get_row(conn, req, id, &row) < 0)
 		return;
+	/*
+	 * A cancel is answered "cancelled" at once, while the writer commits
+	 * it: status must not say otherwise meanwhile.  Other ends show once
+	 * they are on disk.
+	 */
+	if ((task = task_index_find(id)) != NULL && task->finished &&
+	    task->state == TASK_CANCELLED && row->state < TASK_COMPLETED)
+		row->state = TASK_CANCELLED;
 	ops_row_fields(reply, row);
 	store_row_free(row);
 	control_send(conn, reply);

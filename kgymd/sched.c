@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,21 +29,99 @@
 
 static struct task_queue sched_queues[PRIO__COUNT];
 static struct task_queue sched_running_list;
-static struct task_queue sched_batch;	/* inserted, not yet committed */
-static size_t sched_nbatch;
-static struct task_queue sched_finishing;	/* ended, not yet committed */
+static struct task_queue sched_finishing;	/* ended, not yet handed to the writer */
+static struct event *sched_flush_more_ev;	/* the next flush, next turn */
+static size_t sched_nfinishing;
+/* Ends written by one flush job at most (they are also bounded by a slice). */
+#define SCHED_FLUSH_MAX		1024
 static struct event *sched_flush_ev;
 static struct event *sched_flush_retry_ev;
-static bool sched_batch_broken;	/* the store rolled the open batch back */
 static size_t sched_nqueued;
 static size_t sched_nrunning;
-static bool sched_batch_open;
+static size_t sched_ninflight;		/* submitted, not yet committed */
+static size_t sched_ncached;		/* bytes of payloads kept with queued tasks */
+
+/*
+ * A queued task may keep its payload, as parsed from the request, so that
+ * its dispatch needs neither a store read nor a parse on the loop (0.1 ms
+ * for 8 KiB).  Bounded, so that a deep queue stays small: past the bound,
+ * payloads are read back from the store at dispatch.  Each payload counts
+ * its text plus SCHED_CACHE_OVERHEAD for jansson's nodes.
+ */
+#define SCHED_CACHE_BYTES	(4 * 1024 * 1024)
+#define SCHED_CACHE_OVERHEAD	512
 static bool sched_is_paused;
 static struct event *sched_kick_ev;
+static struct event *sched_turn_ev;	/* a dispatch pass goes on next turn */
 static void (*sched_idle_cb)(void);
+
+/* A dispatch pass, or the completion of a submit, holds the loop this long at most. */
+#define SCHED_SLICE_US		100
+static const struct timeval sched_next_turn = { 0, 0 };
 
 static void sched_dispatch(evutil_socket_t, short, void *);
 static void sched_flush(evutil_socket_t, short, void *);
+
+/*
+ * What the writer hands back (tasks to queue, to start, to tell their
+ * waiters about) is done in slices of SCHED_SLICE_US, in the order the
+ * writer handed it back, with a turn of the loop between slices: a commit
+ * of a thousand tasks must not hold the loop for milliseconds.  step()
+ * does what fits before `deadline` and says whether it is finished.
+ */
+struct sched_slice {
+	bool (*step)(void *arg, uint64_t deadline);
+	void *arg;
+	TAILQ_ENTRY(sched_slice) entry;
+};
+static TAILQ_HEAD(, sched_slice) sched_slices = TAILQ_HEAD_INITIALIZER(sched_slices);
+static struct event *sched_slices_ev;
+
+static void
+sched_slices_run(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t deadline = arg != NULL ? UINT64_MAX : stats_now_us() + SCHED_SLICE_US;
+	struct sched_slice *sl;
+
+	while ((sl = TAILQ_FIRST(&sched_slices)) != NULL) {
+		if (!sl->step(sl->arg, deadline)) {
+			evtimer_add(sched_slices_ev, &sched_next_turn);
+			return;
+		}
+		TAILQ_REMOVE(&sched_slices, sl, entry);	/* step may have freed its arg */
+		free(sl);
+	}
+}
+
+/* Queue a slice; without a writer thread (unit tests), do it now. */
+static void
+sched_slice_add(bool (*step)(void *, uint64_t), void *arg)
+{
+	struct sched_slice *sl;
+
+	if (!writer_active() || (sl = calloc(1, sizeof *sl)) == NULL) {
+		/* Out of memory: all of it now rather than never. */
+		while (!step(arg, UINT64_MAX))
+			;
+		return;
+	}
+	sl->step = step;
+	sl->arg = arg;
+	TAILQ_INSERT_TAIL(&sched_slices, sl, entry);
+	evtimer_add(sched_slices_ev, &sched_next_turn);
+}
+
+/* Shutdown: every write committed and every slice done, whatever they take. */
+static void
+sched_settle(void)
+{
+	for (;;) {
+		writer_sync();
+		if (TAILQ_EMPTY(&sched_slices))
+			return;
+		sched_slices_run(-1, 0, sched_slices_run);	/* any non-NULL: no deadline */
+	}
+}
 
 void
 sched_init(void)
@@ -52,12 +131,16 @@ sched_init(void)
 	for (i = 0; i < PRIO__COUNT; i++)
 		TAILQ_INIT(&sched_queues[i]);
 	TAILQ_INIT(&sched_running_list);
-	TAILQ_INIT(&sched_batch);
 	TAILQ_INIT(&sched_finishing);
 	sched_kick_ev = event_new(kgymd_base, -1, 0, sched_dispatch, NULL);
+	sched_turn_ev = evtimer_new(kgymd_base, sched_dispatch, NULL);
 	sched_flush_ev = event_new(kgymd_base, -1, 0, sched_flush, NULL);
 	sched_flush_retry_ev = evtimer_new(kgymd_base, sched_flush, NULL);
-	if (sched_kick_ev == NULL || sched_flush_ev == NULL || sched_flush_retry_ev == NULL)
+	sched_slices_ev = evtimer_new(kgymd_base, sched_slices_run, NULL);
+	sched_flush_more_ev = evtimer_new(kgymd_base, sched_flush, NULL);
+	if (sched_kick_ev == NULL || sched_turn_ev == NULL || sched_flush_ev == NULL ||
+	    sched_flush_retry_ev == NULL || sched_slices_ev == NULL ||
+	    sched_flush_more_ev == NULL)
 		fatalx("sched: cannot create the dispatch events");
 }
 
@@ -74,6 +157,7 @@ sched_free(void)
 	struct task *task;
 	int i;
 
+	sched_settle();		/* no job may still point at a task */
 	for (i = 0; i < PRIO__COUNT; i++) {
 		while ((task = TAILQ_FIRST(&sched_queues[i])) != NULL) {
 			TAILQ_REMOVE(&sched_queues[i], task, entry);
@@ -84,15 +168,24 @@ sched_free(void)
 		TAILQ_REMOVE(&sched_running_list, task, entry);
 		sched_drop(task);
 	}
-	sched_flush(-1, 0, NULL);	/* what ended must be written before we go */
+	sched_flush(-1, 0, sched_flush);	/* all that ended (non-NULL: no slice) */
+	sched_settle();
 	if (sched_kick_ev != NULL)
 		event_free(sched_kick_ev);
+	if (sched_turn_ev != NULL)
+		event_free(sched_turn_ev);
 	if (sched_flush_ev != NULL)
 		event_free(sched_flush_ev);
 	if (sched_flush_retry_ev != NULL)
 		event_free(sched_flush_retry_ev);
-	sched_kick_ev = sched_flush_ev = sched_flush_retry_ev = NULL;
+	if (sched_slices_ev != NULL)
+		event_free(sched_slices_ev);
+	if (sched_flush_more_ev != NULL)
+		event_free(sched_flush_more_ev);
+	sched_slices_ev = sched_flush_more_ev = NULL;
+	sched_kick_ev = sched_turn_ev = sched_flush_ev = sched_flush_retry_ev = NULL;
 	sched_nqueued = sched_nrunning = 0;
+	sched_ncached = 0;
 }
 
 void
@@ -111,50 +204,105 @@ sched_enqueue(struct task *task)
 	sched_nqueued++;
 }
 
-int
-sched_batch_begin(void)
+/*
+ * A submission: the rows of one submit request, written by the writer in
+ * one job.  The rows own their strings, since the writer thread reads them
+ * while the loop goes on.
+ */
+struct sched_row {
+	struct store_row row;		/* row.payload: the writer's json_dumps() */
+	json_t *payload;		/* the request's; the loop leaves it alone meanwhile */
+	int64_t seq;
+	bool dup;			/* the store had the id when the writer came */
+};
+
+struct sched_batch {
+	struct writer_job job;
+	struct sched_row *rows;
+	size_t n, cap;
+	bool committing;
+	int error;			/* the writer's */
+	size_t next;			/* rows queued so far, after the commit */
+	void (*done)(struct sched_batch *, int error, void *arg);
+	void *arg;
+};
+
+struct sched_batch *
+sched_batch_new(void)
 {
+	return calloc(1, sizeof(struct sched_batch));
+}
+
+void
+sched_batch_free(struct sched_batch *b)
+{
+	size_t i;
+
+	if (b == NULL)
+		return;
+	/* A batch with the writer is freed by its completion, not here. */
+	if (b->committing)
+		fatalx("sched: a batch freed while the writer holds it");
+	for (i = 0; i < b->n; i++) {
+		free(b->rows[i].row.id);
+		free(b->rows[i].row.workflow);
+		free(b->rows[i].row.payload);
+		free(b->rows[i].row.owner);
+		json_decref(b->rows[i].payload);
+	}
+	sched_ninflight -= b->n;
+	free(b->rows);
+	free(b);
+}
+
+size_t
+sched_batch_count(const struct sched_batch *b)
+{
+	return b->n;
+}
+
+bool
+sched_batch_dup(const struct sched_batch *b, size_t k)
+{
+	return k < b->n && b->rows[k].dup;
+}
+
+int
+sched_find(const char *id, enum task_state *ret_state, const char **ret_owner)
+{
+	static char old_owner[KGYM_OWNER_MAX + 1];
+	struct store_row *old = NULL;
+	struct task *live;
 	int error;
 
-	if (sched_batch_open)
-		return -EBUSY;
-	if ((error = store_begin(kgymd_store)) < 0)
+	if ((live = task_index_find(id)) != NULL) {
+		*ret_state = live->state;
+		*ret_owner = live->owner;
+		return 0;
+	}
+	if ((error = store_get(kgymd_store, id, &old)) < 0)
 		return error;
-	sched_batch_open = true;
-	sched_batch_broken = false;
+	snprintf(old_owner, sizeof old_owner, "%s", old->owner != NULL ? old->owner : "");
+	*ret_state = old->state;
+	*ret_owner = old_owner;
+	store_row_free(old);
 	return 0;
 }
 
 int
-sched_submit(const struct task_spec *spec, const char *owner, char *ret_id,
-    size_t idlen, enum task_state *ret_state, bool *ret_existing,
+sched_submit(struct sched_batch *b, const struct task_spec *spec, const char *owner,
+    char *ret_id, size_t idlen, enum task_state *ret_state, bool *ret_existing,
     const char **ret_owner, char **ret_cause)
 {
-	static char old_owner[KGYM_OWNER_MAX + 1];
-	struct store_row row = { 0 }, *old = NULL;
-	struct task *task, *live;
+	struct sched_row *r, *nrows;
 	char idbuf[KGYM_TASK_ID_MAX + 1];
-	int64_t seq;
-	char *payload;
 	int error;
 
 	if (spec->id != NULL) {
 		/* Idempotent submit: a live task, or one the store remembers. */
-		if ((live = task_index_find(spec->id)) != NULL) {
-			snprintf(ret_id, idlen, "%s", live->id);
-			*ret_state = live->state;
+		if (sched_find(spec->id, ret_state, ret_owner) == 0) {
+			snprintf(ret_id, idlen, "%s", spec->id);
 			*ret_existing = true;
-			*ret_owner = live->owner;
-			return 0;
-		}
-		if (store_get(kgymd_store, spec->id, &old) == 0) {
-			snprintf(ret_id, idlen, "%s", old->id);
-			snprintf(old_owner, sizeof old_owner, "%s",
-			    old->owner != NULL ? old->owner : "");
-			*ret_state = old->state;
-			*ret_existing = true;
-			*ret_owner = old_owner;
-			store_row_free(old);
 			return 0;
 		}
 		snprintf(idbuf, sizeof idbuf, "%s", spec->id);
@@ -162,89 +310,99 @@ sched_submit(const struct task_spec *spec, const char *owner, char *ret_id,
 		*ret_cause = strdup("cannot generate a task id");
 		return error;
 	}
-	if (sched_batch_broken) {
-		*ret_cause = strdup("the task store failed earlier in this submission");
-		return -EIO;
-	}
-	if (sched_nqueued + sched_nbatch >= (size_t)kgymd_config->max_queued_tasks) {
+	if (sched_nqueued + sched_ninflight >= (size_t)kgymd_config->max_queued_tasks) {
 		if (asprintf(ret_cause, "the queue holds %zu tasks (max_queued_tasks)",
 		    sched_nqueued) < 0)
 			*ret_cause = NULL;
 		return -ENOSPC;
 	}
-	if ((payload = json_dumps(spec->payload, JSON_COMPACT)) == NULL)
-		return -ENOMEM;
-	row.id = idbuf;
-	row.workflow = (char *)spec->workflow;
-	row.prio = spec->prio;
-	row.state = TASK_QUEUED;
-	row.timeout_s = spec->timeout_s;
-	row.gpu_memory_bytes = spec->gpu_memory_bytes;
-	row.payload = payload;
-	row.owner = (char *)owner;
-	row.created_ms = stats_wall_ms();
-	error = store_insert(kgymd_store, &row, &seq);
-	free(payload);
-	if (error == -EEXIST) {
-		/* Submitted twice within this batch: the first one stands. */
-		TAILQ_FOREACH(task, &sched_batch, entry) {
-			if (strcmp(task->id, idbuf) == 0) {
-				snprintf(ret_id, idlen, "%s", task->id);
-				*ret_state = TASK_QUEUED;
-				*ret_existing = true;
-				*ret_owner = task->owner;
-				return 0;
-			}
-		}
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 16;
+
+		if ((nrows = reallocarray(b->rows, cap, sizeof *nrows)) == NULL)
+			return -ENOMEM;
+		b->rows = nrows;
+		b->cap = cap;
 	}
-	if (error < 0) {
-		/* SQLite may have rolled the whole batch back (disk full, I/O error). */
-		if (!store_in_transaction(kgymd_store))
-			sched_batch_broken = true;
-		*ret_cause = strdup("the task store refused the task (see the daemon log)");
-		return error;
-	}
-	task = task_new(idbuf, seq, spec->prio, spec->workflow, spec->timeout_s,
-	    row.created_ms);
-	if (task == NULL)
-		return -ENOMEM;
-	task->gpu_memory_bytes = spec->gpu_memory_bytes;
-	if ((task->owner = strdup(owner)) == NULL) {
-		task_free(task);
+	r = &b->rows[b->n];
+	memset(r, 0, sizeof *r);
+	r->row.id = strdup(idbuf);
+	r->row.workflow = strdup(spec->workflow);
+	r->row.owner = strdup(owner);
+	if (r->row.id == NULL || r->row.workflow == NULL || r->row.owner == NULL) {
+		free(r->row.id);
+		free(r->row.workflow);
+		free(r->row.owner);
 		return -ENOMEM;
 	}
-	TAILQ_INSERT_TAIL(&sched_batch, task, entry);
-	sched_nbatch++;
-	snprintf(ret_id, idlen, "%s", task->id);
+	/* Serialised by the writer: 8 KiB of JSON text costs jansson ~0.1 ms. */
+	r->payload = json_incref(spec->payload);
+	r->row.prio = spec->prio;
+	r->row.state = TASK_QUEUED;
+	r->row.timeout_s = spec->timeout_s;
+	r->row.gpu_memory_bytes = spec->gpu_memory_bytes;
+	r->row.created_ms = stats_wall_ms();
+	b->n++;
+	sched_ninflight++;
+	snprintf(ret_id, idlen, "%s", idbuf);
 	*ret_state = TASK_QUEUED;
 	*ret_existing = false;
-	stats_task_submitted();
 	return 0;
 }
 
-int
-sched_batch_commit(char **ret_cause)
+/* In the writer thread: insert the rows; an id the store has is a dup, not a failure. */
+static int
+sched_batch_run(struct store *store, void *arg)
 {
-	struct task *task;
+	struct sched_batch *b = arg;
+	size_t i;
 	int error;
 
-	if (!sched_batch_open)
-		return -EINVAL;
-	sched_batch_open = false;
-	sched_nbatch = 0;
-	if (sched_batch_broken || (error = store_commit(kgymd_store)) < 0) {
-		if (sched_batch_broken)
-			error = -EIO;
-		store_rollback(kgymd_store);
-		while ((task = TAILQ_FIRST(&sched_batch)) != NULL) {
-			TAILQ_REMOVE(&sched_batch, task, entry);
-			task_free(task);
-		}
-		*ret_cause = strdup("the task store could not commit the submission");
-		return error;
+	for (i = 0; i < b->n; i++) {
+		/* jansson may read a tree from two threads; only its refcounts are not shared. */
+		if (b->rows[i].row.payload == NULL &&
+		    (b->rows[i].row.payload = json_dumps(b->rows[i].payload,
+		    JSON_COMPACT)) == NULL)
+			return -ENOMEM;
+		error = store_insert(store, &b->rows[i].row, &b->rows[i].seq);
+		b->rows[i].dup = error == -EEXIST;
+		if (error < 0 && error != -EEXIST)
+			return error;
 	}
-	while ((task = TAILQ_FIRST(&sched_batch)) != NULL) {
-		TAILQ_REMOVE(&sched_batch, task, entry);
+	return 0;
+}
+
+/* On the loop: the rows are on disk (or none is); queue their tasks, a slice at a time. */
+static bool
+sched_batch_step(void *arg, uint64_t deadline)
+{
+	struct sched_batch *b = arg;
+	struct sched_row *r;
+	struct task *task;
+
+	while (b->error == 0 && b->next < b->n) {
+		if (stats_now_us() >= deadline)
+			return false;
+		r = &b->rows[b->next++];
+		if (r->dup)
+			continue;
+		task = task_new(r->row.id, r->seq, r->row.prio, r->row.workflow,
+		    r->row.timeout_s, r->row.created_ms);
+		if (task == NULL || (task->owner = strdup(r->row.owner)) == NULL) {
+			/* Stored: a restart runs it.  Nothing else can be done now. */
+			log_errorx("task %s: out of memory; it runs after a restart",
+			    r->row.id);
+			task_free(task);
+			continue;
+		}
+		task->gpu_memory_bytes = r->row.gpu_memory_bytes;
+		if (r->row.payload != NULL &&
+		    sched_ncached + strlen(r->row.payload) + SCHED_CACHE_OVERHEAD <=
+		    SCHED_CACHE_BYTES) {
+			task->payload = json_incref(r->payload);
+			task->payload_cached = strlen(r->row.payload) + SCHED_CACHE_OVERHEAD;
+			sched_ncached += task->payload_cached;
+		}
 		if (task_index_add(task) < 0) {
 			/* Cannot happen: the store's unique index saw it first. */
 			log_errorx("task %s: in the index twice", task->id);
@@ -252,9 +410,34 @@ sched_batch_commit(char **ret_cause)
 			continue;
 		}
 		sched_enqueue(task);
+		stats_task_submitted();
+		sched_kick();
 	}
-	sched_kick();
-	return 0;
+	b->done(b, b->error, b->arg);	/* may free b */
+	return true;
+}
+
+static void
+sched_batch_done(int error, void *arg)
+{
+	struct sched_batch *b = arg;
+
+	b->committing = false;
+	b->error = error;
+	sched_slice_add(sched_batch_step, b);
+}
+
+void
+sched_batch_commit(struct sched_batch *b, void (*done)(struct sched_batch *, int, void *),
+    void *arg)
+{
+	b->done = done;
+	b->arg = arg;
+	b->committing = true;
+	b->job.run = sched_batch_run;
+	b->job.done = sched_batch_done;
+	b->job.arg = b;
+	writer_submit(&b->job);
 }
 
 int
@@ -301,13 +484,34 @@ sched_deadline(evutil_socket_t fd, short what, void *arg)
 	    "the task ran past its timeout of %g s", task->timeout_s);
 }
 
-/* Move a task to running in the store and memory; caller holds a transaction. */
+/* A queued task leaves the payload cache (dispatched or ended). */
+static void
+sched_uncache(struct task *task)
+{
+	sched_ncached -= task->payload_cached;
+	task->payload_cached = 0;
+}
+
+/* Resolve the workflow and load the payload (a read on the loop's connection). */
 static int
 sched_prepare(struct task *task, char **ret_cause)
 {
 	json_error_t jerr;
 	char *payload = NULL;
 	int error;
+
+	if (task->payload_cached > 0) {
+		sched_uncache(task);
+		task->wf = plugin_find_workflow(task->workflow);
+		if (task->wf == NULL) {
+			if (asprintf(ret_cause, "workflow '%s' is not served by any loaded "
+			    "plugin", task->workflow) < 0)
+				*ret_cause = NULL;
+			return -ENOENT;
+		}
+		task->attempt++;
+		return 0;
+	}
 
 	task->wf = plugin_find_workflow(task->workflow);
 	if (task->wf == NULL) {
@@ -316,11 +520,8 @@ sched_prepare(struct task *task, char **ret_cause)
 			*ret_cause = NULL;
 		return -ENOENT;
 	}
-	task->attempt++;
-	error = store_mark_running(kgymd_store, task->id, task->attempt, stats_wall_ms(),
-	    &payload);
-	if (error < 0) {
-		*ret_cause = strdup("the task store could not mark the task running");
+	if ((error = store_get_payload(kgymd_store, task->id, &payload)) < 0) {
+		*ret_cause = strdup("the task store could not read the task's payload");
 		return error;
 	}
 	task->payload = payload != NULL ? json_loads(payload, 0, &jerr) : NULL;
@@ -329,6 +530,7 @@ sched_prepare(struct task *task, char **ret_cause)
 		*ret_cause = strdup("the stored payload is not valid JSON");
 		return -EINVAL;
 	}
+	task->attempt++;
 	return 0;
 }
 
@@ -385,21 +587,110 @@ sched_pop(void)
 	return NULL;
 }
 
+/*
+ * The tasks of one dispatch pass, marked running by the writer in one job.
+ * A task starts only once its running mark is committed, so its attempt
+ * counts across a crash.  The job names tasks by id, and the loop looks
+ * each up again when it comes back: a task may have been cancelled (and
+ * freed), or requeued at shutdown, meanwhile.
+ */
+struct sched_starting {
+	struct writer_job job;
+	int64_t now_ms;
+	int error;			/* the writer's */
+	size_t n, next;
+	struct {
+		char id[KGYM_TASK_ID_MAX + 1];
+		int attempt;
+		int error;
+	} t[];
+};
+
+static int
+sched_starting_run(struct store *store, void *arg)
+{
+	struct sched_starting *st = arg;
+	size_t i;
+	int error;
+
+	for (i = 0; i < st->n; i++) {
+		error = store_mark_running(store, st->t[i].id, st->t[i].attempt, st->now_ms,
+		    NULL);
+		/* Gone or terminal in the store: that task fails, the others go on. */
+		if (error < 0 && error != -ENOENT && error != -EALREADY)
+			return error;
+		st->t[i].error = error;
+	}
+	return 0;
+}
+
+static bool
+sched_starting_step(void *arg, uint64_t deadline)
+{
+	struct sched_starting *st = arg;
+	struct task *task;
+	size_t i;
+
+	while (st->next < st->n) {
+		if (stats_now_us() >= deadline)
+			return false;
+		i = st->next++;
+		task = task_index_find(st->t[i].id);
+		if (task == NULL || !task->starting || task->attempt != st->t[i].attempt)
+			continue;	/* ended or requeued meanwhile */
+		task->starting = false;
+		if (task->finished)
+			continue;	/* cancelled while it was being marked */
+		if (st->error < 0 || st->t[i].error < 0) {
+			log_warnx("task %s: the task store could not mark it running",
+			    task->id);
+			task->wf = NULL;	/* no plugin work to cancel */
+			sched_fail(task, TASK_FAILED, "SYSTEM_ERROR",
+			    "the task store could not mark the task running");
+			continue;
+		}
+		sched_start(task);
+	}
+	free(st);
+	return true;
+}
+
+static void
+sched_starting_done(int error, void *arg)
+{
+	struct sched_starting *st = arg;
+
+	st->error = error;
+	sched_slice_add(sched_starting_step, st);
+}
+
+/*
+ * One pass: while fewer than max_running_tasks run, pop the next task,
+ * load its payload and hand it to the writer; at most SCHED_SLICE_US of the
+ * loop, then the rest on the next turn.
+ */
 static void
 sched_dispatch(evutil_socket_t fd, short what, void *arg)
 {
-	struct task_queue starting = TAILQ_HEAD_INITIALIZER(starting);
-	struct task_queue broken = TAILQ_HEAD_INITIALIZER(broken);
+	struct sched_starting *st;
 	struct task *task;
+	uint64_t t0 = stats_now_us();
+	size_t room, n = 0;
 	char *cause;
-	bool tx;
 
 	if (sched_is_paused)
 		return;
-	/* One transaction marks the whole pass running. */
-	tx = store_begin(kgymd_store) == 0;
-	while (sched_nrunning < (size_t)kgymd_config->max_running_tasks &&
-	    (task = sched_pop()) != NULL) {
+	if (sched_nrunning >= (size_t)kgymd_config->max_running_tasks || sched_nqueued == 0)
+		return;
+	room = (size_t)kgymd_config->max_running_tasks - sched_nrunning;
+	if (room > sched_nqueued)
+		room = sched_nqueued;
+	if ((st = calloc(1, sizeof *st + room * sizeof st->t[0])) == NULL) {
+		log_errorx("sched: out of memory in a dispatch pass");
+		evtimer_add(sched_turn_ev, &(struct timeval){ .tv_sec = 1 });
+		return;
+	}
+	while (n < room && (task = sched_pop()) != NULL) {
 		cause = NULL;
 		task->state = TASK_RUNNING;
 		task->started_us = stats_now_us();
@@ -407,34 +698,32 @@ sched_dispatch(evutil_socket_t fd, short what, void *arg)
 		sched_nrunning++;
 		if (sched_prepare(task, &cause) < 0) {
 			log_warnx("task %s: %s", task->id, cause ? cause : "cannot start");
-			TAILQ_REMOVE(&sched_running_list, task, entry);
-			/* Keep the cause with the task until the transaction is over. */
-			task->plugin_data = cause;
-			TAILQ_INSERT_TAIL(&broken, task, entry);
-			continue;
+			task->wf = NULL;	/* no plugin work to cancel */
+			sched_fail(task, TASK_FAILED, "SYSTEM_ERROR", "%s",
+			    cause != NULL ? cause : "cannot start the task");
+			free(cause);
+		} else {
+			task->starting = true;
+			snprintf(st->t[n].id, sizeof st->t[n].id, "%s", task->id);
+			st->t[n].attempt = task->attempt;
+			n++;
 		}
-		TAILQ_REMOVE(&sched_running_list, task, entry);
-		TAILQ_INSERT_TAIL(&starting, task, entry);
+		if (stats_now_us() - t0 >= SCHED_SLICE_US)
+			break;
 	}
-	if (tx && store_commit(kgymd_store) < 0) {
-		store_rollback(kgymd_store);
-		log_errorx("sched: the store could not commit a dispatch pass");
+	if (n == 0) {
+		free(st);
+	} else {
+		st->n = n;
+		st->now_ms = stats_wall_ms();
+		st->job.run = sched_starting_run;
+		st->job.done = sched_starting_done;
+		st->job.arg = st;
+		writer_submit(&st->job);
 	}
-	while ((task = TAILQ_FIRST(&broken)) != NULL) {
-		TAILQ_REMOVE(&broken, task, entry);
-		TAILQ_INSERT_TAIL(&sched_running_list, task, entry);
-		cause = task->plugin_data;
-		task->plugin_data = NULL;
-		task->wf = NULL;	/* no plugin work to cancel */
-		sched_fail(task, TASK_FAILED, "SYSTEM_ERROR", "%s",
-		    cause != NULL ? cause : "cannot start the task");
-		free(cause);
-	}
-	while ((task = TAILQ_FIRST(&starting)) != NULL) {
-		TAILQ_REMOVE(&starting, task, entry);
-		TAILQ_INSERT_TAIL(&sched_running_list, task, entry);
-		sched_start(task);
-	}
+	if (!sched_is_paused && sched_nqueued > 0 &&
+	    sched_nrunning < (size_t)kgymd_config->max_running_tasks)
+		evtimer_add(sched_turn_ev, &sched_next_turn);
 }
 
 static void
@@ -473,6 +762,7 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 	} else {
 		TAILQ_REMOVE(&sched_queues[task->prio], task, entry);
 		sched_nqueued--;
+		sched_uncache(task);
 	}
 	pool_task_gone(task);	/* its job, if any, must not outlive it */
 	task->state = state;
@@ -486,6 +776,7 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 	log_debug("task %s %s", task->id, proto_state_name(state));
 	/* Durable first, then told: see sched_flush(). */
 	TAILQ_INSERT_TAIL(&sched_finishing, task, entry);
+	sched_nfinishing++;
 	event_active(sched_flush_ev, 0, 0);
 	sched_kick();
 	if (sched_nrunning == 0 && sched_idle_cb != NULL)
@@ -493,59 +784,186 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 }
 
 /*
- * Group commit: every task that ended since the last pass is written in one
- * transaction, and only then are its waiters told.  A client never hears of
- * a result that a crash could take back, and a burst of short tasks costs
- * one commit instead of one each.
+ * Group commit: every task that ended since the last flush is written by
+ * the writer in one job, and only then are its waiters told.  A client
+ * never hears of a result that a crash could take back, and a burst of
+ * short tasks costs one commit instead of one each.  One flush job is out
+ * at a time; what ends meanwhile waits for the next.
  */
+struct sched_ending {
+	struct writer_job job;
+	int64_t now_ms;
+	size_t n, next;
+	struct {
+		struct task *task;	/* finished: nothing frees it but this job's end */
+		char id[KGYM_TASK_ID_MAX + 1];
+		enum task_state state;
+		char *code, *message, *text;
+	} t[];
+};
+
 static void
-sched_flush(evutil_socket_t fd, short what, void *arg)
+sched_ending_free(struct sched_ending *en)
 {
-	struct task *task;
-	const char *code, *message;
-	char *text;
-	bool tx, ok = true;
+	size_t i;
+
+	for (i = 0; i < en->n; i++) {
+		free(en->t[i].code);
+		free(en->t[i].message);
+		free(en->t[i].text);
+	}
+	free(en);
+}
+
+static int
+sched_ending_run(struct store *store, void *arg)
+{
+	struct sched_ending *en = arg;
+	size_t i;
 	int error;
 
-	if (TAILQ_EMPTY(&sched_finishing))
-		return;
-	tx = store_begin(kgymd_store) == 0;
-	TAILQ_FOREACH(task, &sched_finishing, entry) {
-		code = json_string_value(json_object_get(task->result, "error_code"));
-		message = json_string_value(json_object_get(task->result, "error_message"));
-		text = json_dumps(task->result, JSON_COMPACT);
-		error = store_mark_done(kgymd_store, task->id, task->state, code, message,
-		    text, stats_wall_ms());
-		free(text);
+	for (i = 0; i < en->n; i++) {
+		error = store_mark_done(store, en->t[i].id, en->t[i].state, en->t[i].code,
+		    en->t[i].message, en->t[i].text, en->now_ms);
 		/* Gone or already terminal in the store: nothing left to record. */
 		if (error < 0 && error != -ENOENT && error != -EALREADY) {
 			log_errorx("task %s: the store could not record its end: %s",
-			    task->id, strerror(-error));
-			ok = false;
-			break;
+			    en->t[i].id, strerror(-error));
+			return error;
 		}
 	}
-	if (ok && tx && (error = store_commit(kgymd_store)) < 0) {
-		log_errorx("sched: the store could not commit finished tasks: %s",
-		    strerror(-error));
-		ok = false;
-	}
-	if (!ok) {
-		/*
-		 * Nobody hears of a result the store does not hold: keep the
-		 * tasks and try again in a second (a full disk may be freed).
-		 */
-		if (tx)
-			store_rollback(kgymd_store);
-		evtimer_add(sched_flush_retry_ev, &(struct timeval){ .tv_sec = 1 });
+	return 0;
+}
+
+/*
+ * A burst of tasks leaves freed memory in malloc's arenas (the loop's and
+ * the parser's and writer's threads'); once the daemon is quiet again it
+ * goes back to the system.  malloc_trim() holds each arena's lock while it
+ * walks it, so it runs in the writer thread and only when nothing is
+ * queued or running, never while clients are being served in earnest.
+ */
+#define SCHED_TRIM_AFTER	1000	/* tasks ended since the last trim */
+static size_t sched_ended_since_trim;
+static bool sched_trim_busy;
+static struct writer_job sched_trim_job;
+
+static int
+sched_trim_run(struct store *store, void *arg)
+{
+	malloc_trim(0);
+	return 0;
+}
+
+static void
+sched_trim_done(int error, void *arg)
+{
+	sched_trim_busy = false;
+}
+
+static void
+sched_trim_if_quiet(void)
+{
+	if (sched_trim_busy || !writer_active() || sched_ended_since_trim < SCHED_TRIM_AFTER ||
+	    sched_nqueued > 0 || sched_nrunning > 0 || sched_ninflight > 0)
 		return;
-	}
-	while ((task = TAILQ_FIRST(&sched_finishing)) != NULL) {
-		TAILQ_REMOVE(&sched_finishing, task, entry);
+	sched_ended_since_trim = 0;
+	sched_trim_busy = true;
+	sched_trim_job.run = sched_trim_run;
+	sched_trim_job.done = sched_trim_done;
+	writer_submit(&sched_trim_job);
+}
+
+/* Tell the waiters of committed ends and free the tasks, a slice at a time. */
+static bool
+sched_ending_step(void *arg, uint64_t deadline)
+{
+	struct sched_ending *en = arg;
+	struct task *task;
+
+	while (en->next < en->n) {
+		if (stats_now_us() >= deadline)
+			return false;
+		task = en->t[en->next++].task;
 		task_index_remove(task);
 		wait_task_done(task->id, task->state, task->result);
 		task_free(task);
+		sched_ended_since_trim++;
 	}
+	sched_ending_free(en);
+	if (TAILQ_EMPTY(&sched_finishing))
+		sched_trim_if_quiet();
+	return true;
+}
+
+static void
+sched_ending_done(int error, void *arg)
+{
+	struct sched_ending *en = arg;
+	size_t i;
+
+	if (error < 0) {
+		/*
+		 * Nobody hears of a result the store does not hold: keep the
+		 * tasks, first in line, and try again in a second (a full disk
+		 * may be freed).
+		 */
+		log_errorx("sched: the store could not commit finished tasks: %s",
+		    strerror(-error));
+		for (i = en->n; i > 0; i--)
+			TAILQ_INSERT_HEAD(&sched_finishing, en->t[i - 1].task, entry);
+		sched_nfinishing += en->n;
+		sched_ending_free(en);
+		evtimer_add(sched_flush_retry_ev, &(struct timeval){ .tv_sec = 1 });
+		return;
+	}
+	sched_slice_add(sched_ending_step, en);
+}
+
+static char *
+sched_strdup_or_null(const char *s)
+{
+	return s != NULL ? strdup(s) : NULL;
+}
+
+static void
+sched_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct sched_ending *en;
+	struct task *task;
+	uint64_t t0 = stats_now_us();
+	size_t n, i = 0;
+
+	if (TAILQ_EMPTY(&sched_finishing))
+		return;
+	n = sched_nfinishing < SCHED_FLUSH_MAX || arg != NULL ? sched_nfinishing :
+	    SCHED_FLUSH_MAX;
+	if ((en = calloc(1, sizeof *en + n * sizeof en->t[0])) == NULL) {
+		evtimer_add(sched_flush_retry_ev, &(struct timeval){ .tv_sec = 1 });
+		return;
+	}
+	/* What fits in a slice goes now; the rest with the next flush, next turn. */
+	while (i < n && (task = TAILQ_FIRST(&sched_finishing)) != NULL) {
+		if (i > 0 && arg == NULL && stats_now_us() - t0 >= SCHED_SLICE_US)
+			break;
+		TAILQ_REMOVE(&sched_finishing, task, entry);
+		sched_nfinishing--;
+		en->t[i].task = task;
+		snprintf(en->t[i].id, sizeof en->t[i].id, "%s", task->id);
+		en->t[i].state = task->state;
+		en->t[i].code = sched_strdup_or_null(json_string_value(
+		    json_object_get(task->result, "error_code")));
+		en->t[i].message = sched_strdup_or_null(json_string_value(
+		    json_object_get(task->result, "error_message")));
+		en->t[i].text = json_dumps(task->result, JSON_COMPACT);
+		en->n = ++i;
+	}
+	en->now_ms = stats_wall_ms();
+	en->job.run = sched_ending_run;
+	en->job.done = sched_ending_done;
+	en->job.arg = en;
+	writer_submit(&en->job);
+	if (!TAILQ_EMPTY(&sched_finishing) && sched_flush_more_ev != NULL)
+		evtimer_add(sched_flush_more_ev, &sched_next_turn);
 }
 
 void
@@ -607,7 +1025,8 @@ sched_cancel(const char *id, enum task_state *ret_state)
 		*ret_state = task->state;	/* ended, not yet committed */
 		return -EALREADY;
 	}
-	if (task->state == TASK_RUNNING && task->wf != NULL)
+	/* A task still being marked running has no plugin work yet. */
+	if (task->state == TASK_RUNNING && task->wf != NULL && !task->starting)
 		task->wf->p->cancel((struct kgym_task *)task);
 	sched_fail(task, TASK_CANCELLED, "CANCELLED", "cancelled by a client");
 	*ret_state = TASK_CANCELLED;
@@ -643,10 +1062,12 @@ sched_requeue_running(void)
 {
 	struct task *task;
 
+	/* Tasks being marked running start first, so that each is one case below. */
+	sched_settle();
 	while ((task = TAILQ_FIRST(&sched_running_list)) != NULL) {
 		TAILQ_REMOVE(&sched_running_list, task, entry);
 		sched_nrunning--;
-		if (task->wf != NULL)
+		if (task->wf != NULL && !task->starting)
 			task->wf->p->cancel((struct kgym_task *)task);
 		pool_task_gone(task);
 		if (store_mark_queued(kgymd_store, task->id) < 0)
@@ -659,6 +1080,7 @@ sched_requeue_running(void)
 		json_decref(task->payload);
 		task->payload = NULL;
 		task->wf = NULL;
+		task->starting = false;
 		sched_enqueue(task);
 		log_info("task %s: requeued for the next start", task->id);
 	}

@@ -109,7 +109,7 @@ enum store_col {
 
 enum store_sql {
 	SQL_BEGIN, SQL_COMMIT, SQL_ROLLBACK,
-	SQL_INSERT, SQL_GET, SQL_STATE,
+	SQL_INSERT, SQL_GET, SQL_STATE, SQL_PAYLOAD,
 	SQL_RUNNING, SQL_QUEUED, SQL_DONE,
 	SQL_STALE, SQL_FAIL_STALE, SQL_REQUEUE, SQL_SCAN_QUEUED,
 	SQL_LIST_ALL, SQL_LIST_STATE, SQL_LIST_OWNER, SQL_LIST_OWNER_STATE,
@@ -129,6 +129,7 @@ static const char *const store_sql_text[SQL__COUNT] = {
 	    " ?15)",
 	[SQL_GET] = "SELECT " STORE_COLS_FULL " FROM tasks WHERE id = ?1",
 	[SQL_STATE] = "SELECT state FROM tasks WHERE id = ?1",
+	[SQL_PAYLOAD] = "SELECT payload FROM tasks WHERE id = ?1",
 	/* A terminal row is final: no statement below may bring it back. */
 	/* RETURNING: the dispatcher needs the payload; one statement, not two. */
 	[SQL_RUNNING] = "UPDATE tasks SET state = 1, attempt = ?2,"
@@ -741,6 +742,31 @@ store_get(struct store *store, const char *id, struct store_row **ret_row)
 	store_stmt_done(st);
 	if (err == 0)
 		*ret_row = row;
+	return err;
+}
+
+int
+store_get_payload(struct store *store, const char *id, char **ret_payload)
+{
+	sqlite3_stmt *st = store->sql[SQL_PAYLOAD];
+	char *payload = NULL;
+	int rc = SQLITE_OK, err;
+
+	if (id == NULL)
+		return -EINVAL;
+	store_bind_text(st, 1, id, &rc);
+	if (rc != SQLITE_OK)
+		return store_bind_failed(store, st, rc, "get payload");
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		err = store_strdup_col(st, 0, &payload);
+	else if (rc == SQLITE_DONE)
+		err = -ENOENT;
+	else
+		err = store_error(store, rc, "get payload");
+	store_stmt_done(st);
+	if (err == 0)
+		*ret_payload = payload;
 	return err;
 }
 

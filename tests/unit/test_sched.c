@@ -172,6 +172,24 @@ teardown(void **state)
 	return 0;
 }
 
+/* No writer thread here: sched_batch_commit() calls back before it returns. */
+static int commit_error = 1;
+
+static void
+commit_done(struct sched_batch *b, int error, void *arg)
+{
+	commit_error = error;
+	sched_batch_free(b);
+}
+
+static int
+commit(struct sched_batch *b)
+{
+	commit_error = 1;
+	sched_batch_commit(b, commit_done, NULL);
+	return commit_error;
+}
+
 static void
 submit(const char *id, enum task_prio prio, bool finish_now)
 {
@@ -182,9 +200,10 @@ submit(const char *id, enum task_prio prio, bool finish_now)
 	const char *owner = NULL;
 
 	spec.payload = json_pack("{s:b}", "finish_now", finish_now);
-	assert_int_equal(sched_batch_begin(), 0);
-	assert_int_equal(sched_submit(&spec, "uid:0", got, sizeof got, &state, &existing, &owner, &cause), 0);
-	assert_int_equal(sched_batch_commit(&cause), 0);
+	struct sched_batch *b = sched_batch_new();
+	assert_non_null(b);
+	assert_int_equal(sched_submit(b, &spec, "uid:0", got, sizeof got, &state, &existing, &owner, &cause), 0);
+	assert_int_equal(commit(b), 0);
 	assert_string_equal(got, id);
 	assert_false(existing);
 	json_decref(spec.payload);
@@ -293,17 +312,18 @@ test_queue_full(void **state)
 	submit("x1", PRIO_NORMAL, false);
 	submit("x2", PRIO_NORMAL, false);
 	spec.payload = json_object();
-	assert_int_equal(sched_batch_begin(), 0);
-	assert_int_equal(sched_submit(&spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), -ENOSPC);
+	struct sched_batch *b = sched_batch_new();
+	assert_non_null(b);
+	assert_int_equal(sched_submit(b, &spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), -ENOSPC);
 	assert_non_null(cause);
 	assert_non_null(strstr(cause, "max_queued_tasks"));
 	free(cause);
 	cause = NULL;
 	/* An existing id is not refused by a full queue: it is idempotent. */
 	spec.id = "x1";
-	assert_int_equal(sched_submit(&spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), 0);
+	assert_int_equal(sched_submit(b, &spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), 0);
 	assert_true(existing);
-	assert_int_equal(sched_batch_commit(&cause), 0);
+	assert_int_equal(commit(b), 0);
 	json_decref(spec.payload);
 }
 
@@ -348,9 +368,10 @@ test_unknown_workflow_fails_task(void **state)
 	struct store_row *row;
 
 	spec.payload = json_object();
-	assert_int_equal(sched_batch_begin(), 0);
-	assert_int_equal(sched_submit(&spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), 0);
-	assert_int_equal(sched_batch_commit(&cause), 0);
+	struct sched_batch *b = sched_batch_new();
+	assert_non_null(b);
+	assert_int_equal(sched_submit(b, &spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), 0);
+	assert_int_equal(commit(b), 0);
 	json_decref(spec.payload);
 	settle();
 	assert_int_equal(nended, 1);
@@ -373,9 +394,10 @@ test_timeout(void **state)
 	const char *owner = NULL;
 
 	spec.payload = json_object();
-	assert_int_equal(sched_batch_begin(), 0);
-	assert_int_equal(sched_submit(&spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), 0);
-	assert_int_equal(sched_batch_commit(&cause), 0);
+	struct sched_batch *b = sched_batch_new();
+	assert_non_null(b);
+	assert_int_equal(sched_submit(b, &spec, "uid:0", got, sizeof got, &st, &existing, &owner, &cause), 0);
+	assert_int_equal(commit(b), 0);
 	json_decref(spec.payload);
 	settle();
 	assert_int_equal(nstarted, 1);
