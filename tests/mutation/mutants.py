@@ -132,9 +132,12 @@ MUTANTS = [
       "	if (0) {",
       ["tests/unit/test_sandbox"]),
     # ---------------------------------------------------------------- store
-    M("store_accept_before_commit", "on disk before \"accepted\"", "kgymd/ops.c",
-      "	if (sched_batch_commit(&cause) < 0) {",
-      "	if (0) {",
+    # Since the store writer (writer.c), "accepted" is sent from the
+    # commit's completion: the mutant is a commit that says it landed and
+    # did not (a ROLLBACK answered as success).
+    M("store_accept_before_commit", "on disk before \"accepted\"", "kgymd/store.c",
+      "	[SQL_COMMIT] = \"COMMIT\",",
+      "	[SQL_COMMIT] = \"ROLLBACK\",",
       ["tests/integration/test_durability.py:test_kill9_midway"]),
     M("store_no_requeue", "every task terminal: running tasks requeued at start-up", "kgymd/store.c",
       "	[SQL_REQUEUE] = \"UPDATE tasks SET state = 0\"",
