@@ -492,11 +492,27 @@ static void
 ops_result(struct conn *conn, struct request *req, json_t *reply)
 {
 	struct store_row *row;
+	struct task *task;
 	const char *id;
 	json_t *result;
 
 	if (ops_task_id(conn, req, &id) < 0 || ops_get_row(conn, req, id, &row) < 0)
 		return;
+	/*
+	 * A cancel is answered "cancelled" at once, and status says so while
+	 * the writer commits it (ops_status): the result, kept in memory until
+	 * then, says so too.
+	 */
+	if ((task = task_index_find(id)) != NULL && task->finished &&
+	    task->state == TASK_CANCELLED && row->state < TASK_COMPLETED &&
+	    task->result != NULL) {
+		json_object_set_new(reply, "task_id", json_string(row->id));
+		json_object_set_new(reply, "state", json_string(proto_state_name(TASK_CANCELLED)));
+		json_object_set(reply, "result", task->result);
+		store_row_free(row);
+		control_send(conn, reply);
+		return;
+	}
 	if (!proto_state_terminal(row->state) || row->result == NULL) {
 		ops_error(conn, req, "not_ready", "task '%s' is %s; its result is not ready",
 		    id, proto_state_name(row->state));
