@@ -420,6 +420,13 @@ class Judge:
         if not out_specs:
             raise Verdict("VALIDATION_ERROR", "the reference returns no tensor", completed=False)
         self.out_specs = out_specs
+        # Each executor's outputs live in an area of the judge's (and the
+        # timing phase keeps up to STASH_BYTES more): the worker's limit.
+        out_bytes = area_layout(out_specs)[1]
+        limit = int(self.limits.get("max_output_bytes", 4 << 30))
+        if out_bytes > limit:
+            raise Verdict("RESOURCE_ERROR", "the reference's outputs take %d bytes a call, over the %d bytes of "
+                          "[plugin.python] max_output_bytes" % (out_bytes, limit), completed=False)
         # A problem whose reference writes into its inputs (an in-place op):
         # then the candidate may too.
         self.ref_mutates = not self.inputs_unchanged(first)

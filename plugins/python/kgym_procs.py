@@ -15,7 +15,6 @@ class Child:
         self.role, self.pid, self.sock = role, pid, sock
         self.status = None     # waitpid status once reaped
         self.eof = False
-        self.quiet = False     # (a lent reference server) given back idle: not to be killed
 
     def reap(self, block=True):
         if self.status is None:

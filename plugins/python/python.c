@@ -46,8 +46,8 @@
  *   memory              each child's RLIMIT_AS (CPU) / RLIMIT_DATA (GPU)
  *                       (default 16G: torch alone maps ~0.7 GB)
  *   max_files (256), max_processes (1024), max_file_size (64M)
- *   max_output_bytes    the shared area for the candidate's outputs (4G,
- *                       sparse: only what is written costs memory)
+ *   max_output_bytes    the most one call's outputs may take: the judge's
+ *                       output area per executor (4G)
  *   threads             torch.set_num_threads in the children (0: torch's
  *                       default for CPU jobs, 1 for GPU jobs, whose CPU
  *                       threads only contend with the other jobs')

@@ -158,6 +158,17 @@ def test_outputs_poisoned():
     k.check(p.stdout.strip() == "True", "poisoned: %r %s" % (p.stdout, p.stderr[-2000:]))
 
 
+def test_outputs_over_the_limit_refused():
+    """A reference whose outputs exceed [plugin.python] max_output_bytes
+    is the problem's: RESOURCE_ERROR naming the key, nothing run."""
+    honest = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n" \
+             "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n"
+    r = tp.run_once(honest, backend="torch", reference=SOFTMAX, static_checks=False,
+                    limits={"max_output_bytes": 4096})
+    k.check(r.get("error_code") == "RESOURCE_ERROR" and "max_output_bytes" in r.get("error_message", ""), tp.show(r))
+    k.check(r["status"] == "failed", tp.show(r))
+
+
 BAD = {  # forward's body -> (error_code, fragments of the message)
     "return torch.softmax(x, dim=-1)[:, :10]": ("CORRECTNESS_ERROR", ["correctness trial 1 of 5", "shape"]),
     "return torch.softmax(x, dim=-1).double()": ("CORRECTNESS_ERROR", ["correctness trial 1 of 5", "float64"]),
@@ -195,7 +206,7 @@ def main():
            test_lazy_listlike_refused, test_right_where_checked_always_caught, test_unrepeatable_inputs_checked_interleaved,
            test_mutate_inputs_timed_caught,
            test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
-           test_wrong_at_one_trial_caught, test_outputs_poisoned])
+           test_wrong_at_one_trial_caught, test_outputs_poisoned, test_outputs_over_the_limit_refused])
 
 
 if __name__ == "__main__":
