@@ -75,10 +75,7 @@ now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static char *
-cause_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static char *
+char *
 cause_printf(const char *fmt, ...)
 {
 	va_list ap;

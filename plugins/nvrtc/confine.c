@@ -40,7 +40,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,22 +77,6 @@ struct confine_call {
 	int error;		/* the confinement's: 0 or -errno */
 	char *cause;
 };
-
-static char *
-confine_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static char *
-confine_printf(const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	va_end(ap);
-	return s;
-}
 
 int
 confine_abi(void)
@@ -143,7 +126,7 @@ confine_rule(int ruleset, const char *path, uint64_t access, uint64_t handled, c
 		error = -errno;
 out:
 	if (error < 0)
-		*cause = confine_printf("compile sandbox: a rule for a directory it may read: %s",
+		*cause = cause_printf("compile sandbox: a rule for a directory it may read: %s",
 		    strerror(-error));
 	close(fd);
 	return error;
@@ -159,7 +142,7 @@ confine_self(const struct confine_policy *p, char **cause)
 	size_t i;
 
 	if ((abi = confine_abi()) < 0) {
-		*cause = confine_printf("compile sandbox: the kernel has no Landlock (or it is "
+		*cause = cause_printf("compile sandbox: the kernel has no Landlock (or it is "
 		    "disabled), so NVRTC could read any file the worker can");
 		return -EOPNOTSUPP;
 	}
@@ -171,7 +154,7 @@ confine_self(const struct confine_policy *p, char **cause)
 	    sizeof attr.handled_access_fs, 0);
 	if (ruleset < 0) {
 		error = -errno;
-		*cause = confine_printf("compile sandbox: landlock_create_ruleset: %s",
+		*cause = cause_printf("compile sandbox: landlock_create_ruleset: %s",
 		    strerror(-error));
 		return error;
 	}
@@ -194,7 +177,7 @@ confine_self(const struct confine_policy *p, char **cause)
 		if (error == -EPERM && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
 			error = syscall(SYS_landlock_restrict_self, ruleset, 0) < 0 ? -errno : 0;
 		if (error < 0)
-			*cause = confine_printf("compile sandbox: landlock_restrict_self: %s",
+			*cause = cause_printf("compile sandbox: landlock_restrict_self: %s",
 			    strerror(-error));
 	}
 out:
@@ -240,7 +223,7 @@ confine_run(const struct confine_policy *p, int (*fn)(void *), void *arg, int *r
 	return 0;
 fail:
 	if (ret_cause != NULL)
-		*ret_cause = confine_printf("compile sandbox: cannot start the compile thread: "
+		*ret_cause = cause_printf("compile sandbox: cannot start the compile thread: "
 		    "%s", strerror(r));
 	return -r;
 }

@@ -112,6 +112,9 @@ char	*compile_b64_encode(const void *data, size_t len);
 /* Decode base64 into a malloc'd buffer: 0, -EINVAL (not base64), -ENOMEM. */
 int	compile_b64_decode(const char *b64, unsigned char **ret_data, size_t *ret_len);
 
+/* A malloc'd formatted message (a cause for the host), or NULL. */
+char	*cause_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* ==== end of compile.c ==== */
 
 /* ==== confine.c: the compile thread's own Landlock domain ====
