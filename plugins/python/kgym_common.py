@@ -378,6 +378,19 @@ def load_module(source, name):
     return mod.__dict__
 
 
+def internal_error(what):
+    """The message a client gets for a failure of kgymd's own code: the
+    exception's type and text, never a traceback (its paths are the host's);
+    the traceback goes to this process's standard error (the worker's log,
+    or the job's output log)."""
+    et, ev, _ = sys.exc_info()
+    try:
+        traceback.print_exc()
+    except Exception:  # noqa: BLE001 - logging is best effort
+        pass
+    return clip("%s failed: %s: %s" % (what, et.__name__ if et else "?", ev))
+
+
 def format_exc(prefix, limit_frames=12):
     """A traceback without the harness's own frames: what the model needs."""
     et, ev, tb = sys.exc_info()

@@ -24,10 +24,10 @@ import ctypes
 import os
 import socket
 import time
-import traceback
 
 from kgym_common import (SETUP_MS, CTL_DONE, CTL_GO, CTL_STATUS, ControlBlock, CudaDriver, child_setup, clip,
-                         dtype_name, flatten_outputs, format_exc, load_module, map_area, recv_msg, send_msg)
+                         dtype_name, flatten_outputs, format_exc, internal_error, load_module, map_area, recv_msg,
+                         send_msg)
 
 
 class KernelProbe:
@@ -359,7 +359,7 @@ def executor_main(role, sock, ctl_fd, lib):
     except BaseException:  # noqa: BLE001
         try:
             ex.send({"type": "error", "code": "SYSTEM_ERROR",
-                     "message": clip("the %s process failed: %s" % (role, traceback.format_exc()))})
+                     "message": internal_error("the %s process" % role)})
         except OSError:
             pass
     os._exit(0)

@@ -82,7 +82,7 @@ import traceback
 # directory off sys.path, so name it (the installed libexec directory, root's).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kgym_common import (MIN_CORRECT_TRIALS, PR_SET_CHILD_SUBREAPER, PROTOCOL, SandboxError,  # noqa: E402
-                         clip, compiler_profile, control_memfd, recv_msg, send_msg)
+                         clip, compiler_profile, control_memfd, internal_error, recv_msg, send_msg)
 from kgym_static import custom_kernel_names, static_check  # noqa: E402
 from kgym_procs import (Child, JudgeServer, ServerChild, reap_descendants,  # noqa: E402
                         remove_tree, tail_of)
@@ -417,11 +417,15 @@ class Job:
                 return self.fail("SYSTEM_ERROR", "the judge server ended during the job", self.compiled)
             if msg is None:
                 code, why = self.judge.death()
+                # The judge's output is kgymd's own (tracebacks, host paths):
+                # to the worker's log, not to the client.
                 log = tail_of(os.path.join(self.job_dir, "judge", "output.log"))
+                if log:
+                    sys.stderr.write("kgym_harness: the judge ended (%s):\n%s\n" % (why, log))
                 if code == "SANDBOX_VIOLATION":
                     return self.fail("VALIDATION_ERROR", "the judge, running the reference's get_inputs(), "
                                      "made a system call the sandbox forbids (killed by SIGSYS)", self.compiled)
-                return self.fail("SYSTEM_ERROR", why + ("\n" + log if log else ""), self.compiled)
+                return self.fail("SYSTEM_ERROR", why, self.compiled)
             t = msg.get("type")
             if t == "compiled":
                 self.compiled = True
@@ -800,7 +804,7 @@ def run_job(job, request, limits):
         result = job.finish(job.run(request, limits))
     except Exception:  # noqa: BLE001 - the worker gets an answer, whatever happened
         result = {"status": "failed", "compiled": False, "correctness": False, "error_code": "SYSTEM_ERROR",
-                  "error_message": clip("the harness failed: " + traceback.format_exc())}
+                  "error_message": internal_error("the harness")}
     job.kill_children()
     return result
 

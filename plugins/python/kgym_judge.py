@@ -45,7 +45,7 @@ import torch
 
 from kgym_common import (MIN_CORRECT_TRIALS, MIN_TIMING_TRIALS, SETUP_MS, CTL_DONE, CTL_GO, CTL_STATUS,
                          ControlBlock, CudaDriver, area_layout, child_setup, clip, dtype_name, finite, format_exc,
-                         load_module, recv_msg, send_msg, tensors_of_area)
+                         internal_error, load_module, recv_msg, send_msg, tensors_of_area)
 
 # Per-dtype default tolerances (DESIGN §8): (atol, rtol).
 TOLERANCES = {
@@ -880,8 +880,7 @@ def judge_job(j):
     except ExecutorGone as g:
         out.update(ok=False, gone=g.role, during=g.during, trials=j.trials)
     except Exception:  # noqa: BLE001
-        import traceback
-        out.update(ok=False, code="SYSTEM_ERROR", message=clip("the judge failed: " + traceback.format_exc()),
+        out.update(ok=False, code="SYSTEM_ERROR", message=internal_error("the judge"),
                    completed=False)
     out["compiled"] = j.compiled
     out["checked_calls"] = j.checked_calls
@@ -936,10 +935,9 @@ def judge_server(ctl, ref, lib):
             memfds = dict(zip(("inputs", "reference-outputs", "candidate-outputs"), fds[3:6]))
             j = Judge(sup, ref, cand, lib, state, memfds)
         except Exception:  # noqa: BLE001 - say why where it is read, then go
-            import traceback
             os.write(fds[0], b"")
             send_msg(FdWriter(fds[0]), {"type": "verdict", "ok": False, "code": "SYSTEM_ERROR", "completed": False,
-                                         "message": clip("the judge server failed: " + traceback.format_exc())})
+                                         "message": internal_error("the judge server")})
             os._exit(0)
         out = judge_job(j)
         if out.get("gone") or out.get("code") == "SYSTEM_ERROR" or "abi" not in state:

@@ -169,6 +169,22 @@ def test_outputs_over_the_limit_refused():
     k.check(r["status"] == "failed", tp.show(r))
 
 
+def test_judge_death_tells_nothing_of_the_host():
+    """A reference whose get_inputs() (run in the judge) prints and kills
+    its process: the job fails, and the message carries neither what the
+    judge's process printed nor a path of kgymd's own files."""
+    ref = SOFTMAX.replace("def get_inputs():\n",
+                          "def get_inputs():\n    import os, sys\n    print('JUDGE-LOG-LINE', sys.path)\n"
+                          "    sys.stdout.flush()\n    os.kill(os.getpid(), 9)\n")
+    k.check(ref != SOFTMAX, "the reference was rewritten")
+    honest = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n" \
+             "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n"
+    r = tp.run_once(honest, backend="torch", reference=ref, static_checks=False)
+    msg = r.get("error_message") or ""
+    k.check(r["status"] == "failed" and r.get("error_code") in ("SYSTEM_ERROR", "RESOURCE_ERROR"), tp.show(r))
+    k.check("JUDGE-LOG-LINE" not in msg and k.srcdir() not in msg and "kgym_" not in msg, msg)
+
+
 BAD = {  # forward's body -> (error_code, fragments of the message)
     "return torch.softmax(x, dim=-1)[:, :10]": ("CORRECTNESS_ERROR", ["correctness trial 1 of 5", "shape"]),
     "return torch.softmax(x, dim=-1).double()": ("CORRECTNESS_ERROR", ["correctness trial 1 of 5", "float64"]),
@@ -206,7 +222,8 @@ def main():
            test_lazy_listlike_refused, test_right_where_checked_always_caught, test_unrepeatable_inputs_checked_interleaved,
            test_mutate_inputs_timed_caught,
            test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
-           test_wrong_at_one_trial_caught, test_outputs_poisoned, test_outputs_over_the_limit_refused])
+           test_wrong_at_one_trial_caught, test_outputs_poisoned, test_outputs_over_the_limit_refused,
+           test_judge_death_tells_nothing_of_the_host])
 
 
 if __name__ == "__main__":
