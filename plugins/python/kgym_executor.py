@@ -21,6 +21,7 @@ the zygote every executor is forked from.
 """
 
 import ctypes
+import gc
 import os
 import socket
 import time
@@ -276,8 +277,6 @@ class Executor:
                 raise CallError("output %d is %s of shape %s; the reference's is %s of shape %s" % (
                     i, dtype_name(r.dtype), list(r.shape), dtype_name(o.dtype), list(o.shape)))
             o.copy_(r)
-        if self.device == "cuda":
-            torch.cuda.synchronize()
 
     def empty_call(self):
         """(The reference only: the judge's calibration) everything a call
@@ -293,8 +292,6 @@ class Executor:
         self.tiny.add_(1)
         for o, s in zip(self.outputs, self.scratch):
             o.copy_(s)
-        if self.device == "cuda":
-            self.torch.cuda.synchronize()
 
     def call(self, msg):
         k, mode = int(msg["k"]), msg.get("mode", "call")
@@ -305,6 +302,11 @@ class Executor:
             os._exit(0)
         error = None
         ev = None
+        # No collection while the call runs (Python's collector pausing
+        # this process between two launches idles the GPU on the clock);
+        # it runs, if due, once DONE is written.
+        collecting = gc.isenabled()
+        gc.disable()
         if self.device == "cuda" and mode in ("call", "empty"):
             # The executor's own view of the call (advisory: this process is
             # the candidate's): events around the forward and the copies.
@@ -317,6 +319,7 @@ class Executor:
                 self.probe.start()
                 try:
                     self.forward_into(args)
+                    self.torch.cuda.synchronize()
                 finally:
                     table = self.probe.stop()
             else:
@@ -334,10 +337,20 @@ class Executor:
                          "the reference" if self.role == "reference" else "ModelNew"))}
         if ev is not None and error is None:
             ev[1].record()
+        if self.device == "cuda" and error is None:
+            # The outputs' copies (and whatever the forward left running on
+            # this process's streams) complete before DONE.
+            try:
+                self.torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - a kernel that faulted
+                error = {"kind": "runtime_error",
+                         "message": format_exc("ModelNew's kernels failed on the device:" if self.role == "candidate"
+                                               else "the reference's kernels failed on the device:")}
         ctl.words[CTL_STATUS] = 1 if error else 0
         ctl.words[CTL_DONE] = k
+        if collecting:
+            gc.enable()
         if ev is not None and error is None:
-            ev[1].synchronize()
             self.event_ms.append(ev[0].elapsed_time(ev[1]))
         if error:
             self.send(dict(error, type="call_error", k=k, message=clip(error["message"])))

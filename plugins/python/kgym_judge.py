@@ -33,6 +33,7 @@ What the judge owns (ARCHITECTURE.md, "The judge"):
     the reference executor, the only trusted one), subtracted from both.
 """
 
+import gc
 import hashlib
 import math
 import os
@@ -303,6 +304,7 @@ class Judge:
         if msg.get("type") != "released":
             raise ExecutorGone("reference", "releasing the job's buffers")
         self.inputs = self.ref.outputs = self.cand.outputs = None
+        self.landing = None
         self.keep_maps = []
         for fd in self.area_fds:
             os.close(fd)
@@ -431,6 +433,9 @@ class Judge:
         # then the candidate may too.
         self.ref_mutates = not self.inputs_unchanged(first)
         desc, self.ref.outputs, fd = self.allocate(out_specs, "reference-outputs")
+        # The judge's own copy of a call's outputs, taken on the clock (both
+        # executors' outputs have the reference's dtypes and shapes).
+        self.landing = [torch.empty_like(o) for o in self.ref.outputs]
         self.give_buffers(self.ref, desc, fd, "setting up")
         desc, self.cand.outputs, fd = self.allocate(out_specs, "candidate-outputs")
         self.cand_out_desc, self.cand_out_fd = desc, fd
@@ -523,6 +528,13 @@ class Judge:
             detail = "%s: the executor answered or wrote its outputs before the call began" % what
             raise Verdict("REWARD_HACK", detail, {"kind": "work_before_go", "detail": detail},
                           completed=peer.role == "candidate")
+        # Inside the clock, nothing that allocates: the copy lands in
+        # buffers made once per executor (torch's allocator asking the
+        # driver for a block mid-call cost 0.1-0.3 ms, and only when
+        # outputs were being kept, so candidate calls and calibration
+        # differed), and no garbage collection.
+        collecting = gc.isenabled()
+        gc.disable()
         t0 = time.perf_counter()
         self.prep_ms[peer.role].append((t0 - t_prep) * 1e3)
         ctl.words[CTL_GO] = k
@@ -530,10 +542,14 @@ class Judge:
             raise Verdict("TIMEOUT_ERROR", "%s: %s did not finish within the %s phase's deadline" % (
                 what, "ModelNew" if peer.role == "candidate" else "the reference", self.phase_name),
                 completed=peer.role == "candidate")
-        got = [o.clone() for o in peer.outputs]
+        for dst, o in zip(self.landing, peer.outputs):
+            dst.copy_(o)
         if self.gpu:
             torch.cuda.synchronize()
         ms = (time.perf_counter() - t0) * 1e3
+        if collecting:
+            gc.enable()
+        got = [t.clone() for t in self.landing]
         self.calls += 1
         if ctl.words[CTL_STATUS] != 0:
             msg = peer.recv(what, time.monotonic() + 10)
@@ -683,7 +699,16 @@ class Judge:
             self.timed_call("warm-up call %d" % (w + 1))
         times = []
         t_start = time.monotonic()
+        self.unsettled = False
+        settling = 0
         for i in range(n):
+            if self.unsettled:
+                # The reference executor has just had the GPU (verify_stash):
+                # the candidate's next call pays for the switch back.  That
+                # call is checked like every other, but not timed.
+                self.unsettled = False
+                settling += 1
+                self.timed_call("timed call %d (settling after the reference's runs)" % (i + 1))
             times.append(self.timed_call("timed call %d" % (i + 1)))
             if len(times) >= MIN_TIMING_TRIALS:
                 s = stats(times)
@@ -692,6 +717,7 @@ class Judge:
                 if (time.monotonic() - t_start) * 1e3 > budget:
                     break
         self.verify_stash()
+        self.meta["settling_calls"] = settling
         return times
 
     def timed_call(self, what):
@@ -730,6 +756,7 @@ class Judge:
     def verify_stash(self):
         """The reference on every stashed call's inputs, and the comparison."""
         stash, self.stash, self.stash_bytes = self.stash, [], 0
+        self.unsettled = bool(stash)
         for what, seed, got in stash:
             _, want = self.call(self.ref, self.make_inputs(seed), what=what + " (the reference's run)")
             self.checked_calls += 1

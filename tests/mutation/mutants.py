@@ -88,16 +88,16 @@ MUTANTS = [
       "    def poison(self, outs):\n        return\n",
       [TJ + ":test_outputs_poisoned"]),
     M("py_clock_before_clone", "the clock stops after the judge's copy of the outputs", JUDGE,
-      "        got = [o.clone() for o in peer.outputs]\n        if self.gpu:\n            torch.cuda.synchronize()\n"
-      "        ms = (time.perf_counter() - t0) * 1e3\n",
-      "        ms = (time.perf_counter() - t0) * 1e3\n        got = [o.clone() for o in peer.outputs]\n"
-      "        if self.gpu:\n            torch.cuda.synchronize()\n",
+      "        for dst, o in zip(self.landing, peer.outputs):\n            dst.copy_(o)\n        if self.gpu:\n"
+      "            torch.cuda.synchronize()\n        ms = (time.perf_counter() - t0) * 1e3\n",
+      "        ms = (time.perf_counter() - t0) * 1e3\n        for dst, o in zip(self.landing, peer.outputs):\n"
+      "            dst.copy_(o)\n        if self.gpu:\n            torch.cuda.synchronize()\n",
       # On a CPU the copy is a memcpy of a few KiB: only a GPU's unfinished
       # work shows (tests/gpu/run: the exploit suite's side_stream_hidden).
       ["tests/gpu/run"], gpu=True),
     M("py_executor_copy_unsynced", "the executor's copies complete inside the clock", EXECUTOR,
-      "            o.copy_(r)\n        if self.device == \"cuda\":\n            torch.cuda.synchronize()\n",
-      "            o.copy_(r)\n",
+      "            try:\n                self.torch.cuda.synchronize()\n            except Exception:",
+      "            try:\n                pass\n            except Exception:",
       ["tests/gpu/kernelbench_tests.py"], gpu=True),
     M("py_seed_to_candidate", "seeds never sent to the candidate", HARNESS,
       "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile,",
