@@ -56,6 +56,9 @@ TOLERANCES = {
 }
 CALIBRATION_CALLS = 21         # empty calls of the reference executor: the handshake's cost
 PROFILE_CALLS = 3
+WARM_WINDOW = 5                # warm-up: calls per window compared
+WARM_MAX_CALLS = 200
+WARM_MAX_MS = 1000.0
 STASH_BYTES = 1 << 30          # candidate outputs of timed calls awaiting the reference's run
 
 
@@ -695,11 +698,10 @@ class Judge:
         self.defer = self.inputs_repeat()
         self.meta["reference_runs_deferred"] = self.defer
         self.stash, self.stash_bytes = [], 0
-        for w in range(warm):
-            self.timed_call("warm-up call %d" % (w + 1))
+        self.unsettled = False
+        self.meta["candidate_warmup_calls"] = self.warm_up(lambda what: self.timed_call(what), warm)
         times = []
         t_start = time.monotonic()
-        self.unsettled = False
         settling = 0
         for i in range(n):
             if self.unsettled:
@@ -719,6 +721,28 @@ class Judge:
         self.verify_stash()
         self.meta["settling_calls"] = settling
         return times
+
+    def warm_up(self, one_call, at_least, what="warm-up call"):
+        """Warm-up calls until the clock is steady: at least `at_least`,
+        then until the median of the last WARM_WINDOW calls is within 2%
+        of the window's before (an idle GPU takes tens of milliseconds of
+        work to reach its clocks: on an H100 the first ~50 calls of a
+        190 us kernel ran up to twice as long), at most WARM_MAX_CALLS or
+        WARM_MAX_MS.  Returns how many were made."""
+        times = []
+        t0 = time.monotonic()
+        while len(times) < at_least:
+            times.append(one_call("%s %d" % (what, len(times) + 1)))
+        if not self.gpu:
+            return len(times)
+        while len(times) < at_least + WARM_MAX_CALLS and (time.monotonic() - t0) * 1e3 < WARM_MAX_MS:
+            if len(times) >= 2 * WARM_WINDOW:
+                last = median(times[-WARM_WINDOW:])
+                before = median(times[-2 * WARM_WINDOW:-WARM_WINDOW])
+                if abs(last - before) <= 0.02 * before:
+                    break
+            times.append(one_call("%s %d" % (what, len(times) + 1)))
+        return len(times)
 
     def timed_call(self, what):
         """A call of the timing phase.  Its outputs are checked like every
@@ -874,7 +898,8 @@ class Judge:
             ref_stats = cached
         else:
             warm = max(0, int(self.job.get("num_warmup", 3)))
-            self.reference_samples(warm, "the reference's warm-up call")
+            self.meta["reference_warmup_calls"] = self.warm_up(
+                lambda what: self.reference_samples(1, what)[0], warm, "the reference's warm-up call")
             ref = self.reference_samples(len(raw), "the reference's timed call")
             ref_stats = net(ref)
         kstats = net(raw)
