@@ -246,8 +246,10 @@ def wait_workers(d, timeout=300):
 
 
 def daemon(args, wlabel):
+    # The plugin's documented defaults where tests/integration's daemon
+    # sets its own (max_output_bytes 256M there, 4G in kgymd.conf(5)).
     conf = {"interpreter": args.python, "compile_timeout": "300", "correctness_timeout": "300",
-            "timing_timeout": "300"}
+            "timing_timeout": "300", "max_output_bytes": "4G"}
     for kv in args.python_conf:
         key, _, val = kv.partition("=")
         conf[key.strip()] = val.strip()
@@ -270,7 +272,9 @@ def run_kgymd(args, cases, wlabel, e2e):
         row["workers_per_gpu"] = len(w["gpus"][0]["workers"]) if w["gpus"] else None
         row["gpu"] = w["gpus"][0].get("name") if w["gpus"] else None
         t0 = time.monotonic()
-        warm = [cases[0].task(args, "warm") for _ in range(nslots)]
+        # Warm-up: the correct candidate of the smallest problem, per slot.
+        small = min(cases, key=lambda c: (not c.expect, c.input_bytes or 0))
+        warm = [small.task(args, "warm") for _ in range(nslots)]
         submit_wait(d, warm, "W=%s warm-up (%d tasks)" % (wlabel, len(warm)))
         row["warmup_s"] = time.monotonic() - t0
         tasks = {}
