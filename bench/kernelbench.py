@@ -7,7 +7,8 @@ and evaluations per GPU-hour.
 usage: KGYM_BUILDDIR=build bench/kernelbench.py --python /opt/torch/.venv/bin/python3
            [--dir bench/kernelbench] [--problems GLOB] [--workers 1,default]
            [--trials 100] [--correct-trials 5] [--baseline all|ok|none]
-           [--baseline-budget-s 100] [--baseline-big] [--no-e2e]
+           [--kgymd-budget-s 75] [--e2e-budget-s 25] [--baseline-budget-s 60]
+           [--baseline-big] [--no-e2e]
            [--python-conf KEY=VALUE ...]
            [--dry-run] [--report-only] [--json FILE]
 
@@ -25,11 +26,14 @@ Phases (progress on stderr, the tables on stdout):
             interpreter, the plugins from KGYM_BUILDDIR); one warm-up task
             per worker slot, then every candidate of every problem submitted
             at once, each with a unique comment (no two alike, as in
-            training).  Evaluations per GPU-hour = tasks / wall time.  The
-            verdicts, speedups and each task's service time in the worker
+            training).  Evaluations per GPU-hour = tasks ended / wall time.
+            After --kgymd-budget-s (75 s; 0: no limit) what has not ended
+            is cancelled and the rate counts what ended.  The verdicts,
+            speedups and each task's service time in the worker
             (metadata.backend_ms) are kept per W.
-  e2e       on the last daemon, each problem's correct candidate alone:
-            submit to result on the client's clock (--no-e2e skips it).
+  e2e       on the last daemon, each problem's correct candidate alone
+            (>= 6 GiB problems first), submit to result on the client's
+            clock, until --e2e-budget-s (25 s) is spent (--no-e2e: none).
   baseline  per candidate, a fresh `python bench/kernelbench_eval.py` (a
             new interpreter per evaluation, as KernelBench's harness:
             Python and torch start, CUDA and Triton start with an empty
@@ -39,21 +43,24 @@ Phases (progress on stderr, the tables on stdout):
             reference median / candidate median), one at a time on GPU 0.
             --baseline ok runs only the correct candidates; --baseline-budget-s
             stops starting new evaluations once that many seconds are spent
-            (default 100; 0: no limit), its rate counting what ran: it goes
+            (default 60; 0: no limit), its rate counting what ran: it goes
             problem by problem, both candidates each, as kgymd's batch.
             Problems of >= 6 GiB only with --baseline-big: KernelBench's way
             (inputs made on the CPU for every trial) takes a minute or more
             for one, and kgymd's rate, which includes them, is the more
             conservative for it.
 
-Runtime (one H100): the baseline's budget, plus kgymd's runs (each a
-warm-up, then the batch; at issue 15's targets a third and a sixth of what
-the baseline would need for the batch), plus the one-alone runs, plus
-daemon starts: about 4 minutes by default if kgymd meets its targets.
+Runtime (one H100), bounded by the budgets whatever kgymd's speed: two
+daemon starts and warm-ups (~10-20 s each), two kgymd batches of at most
+75 s, 25 s of one-alone runs (plus the one running then), 60 s of
+baseline: at most about 4.5 minutes, less when kgymd's batches end early.
+For the issue's closing run, with every case judged on both sides:
+--kgymd-budget-s 0 --e2e-budget-s 0 --baseline-budget-s 0 [--baseline-big].
 
 Targets (exit 1 when one is missed, unless --report-only; 2 when the bench
 could not run): kgymd judges every _ok candidate correct, with no REWARD_HACK
-or decoy flag, and every _wrong one incorrect, at every W; the baseline
+or decoy flag, and every _wrong one incorrect, in every run that judged it,
+and every candidate in at least one run; the baseline
 agrees with the expected verdicts where it ran (else the dataset is
 wrong); on a GPU: kgymd's evaluations per GPU-hour >= 3x the baseline's at
 workers_per_gpu 1 and >= 6x at the default (issue 15), every problem of
@@ -201,10 +208,13 @@ def base_verdict(b):
 
 # ------------------------------------------------------------------ kgymd
 
-def submit_wait(d, tasks, what, timeout=7200):
-    """Submit all, wait for all; {task_id: result}, with progress on stderr."""
+def submit_wait(d, tasks, what, budget_s=0, timeout=7200):
+    """Submit all and wait; {task_id: result}, with progress on stderr.
+    With budget_s, stop waiting after that many seconds and cancel what has
+    not ended (it is left out of the answer)."""
     c = d.connect()
     c.sock.settimeout(timeout)
+    t0 = time.monotonic()
     try:
         r = c.request({"op": "submit", "tasks": tasks})
         if not r.get("ok") or r.get("rejected"):
@@ -213,7 +223,17 @@ def submit_wait(d, tasks, what, timeout=7200):
         rid = c.send({"op": "wait", "task_ids": ids, "timeout_ms": timeout * 1000})
         res, last = {}, time.monotonic()
         while True:
-            msg = c.read_for(rid)
+            if budget_s:
+                left = t0 + budget_s - time.monotonic()
+                if left <= 0:
+                    break
+                c.sock.settimeout(left)
+            try:
+                msg = c.read_for(rid)
+            except OSError:
+                if budget_s:
+                    break       # the budget's end while waiting
+                raise
             if msg is None:
                 raise RuntimeError("kgymd closed the connection")
             if msg.get("event") == "result":
@@ -227,6 +247,18 @@ def submit_wait(d, tasks, what, timeout=7200):
                 return res
     finally:
         c.close()
+    pending = [i for i in ids if i not in res]
+    log("%s: budget of %.0f s spent, %d of %d done; cancelling the rest" % (what, budget_s, len(res), len(ids)))
+    c = d.connect()
+    c.sock.settimeout(120)
+    try:
+        for tid in pending:
+            c.send({"op": "cancel", "task_id": tid})
+        for _ in pending:
+            c.read_line()
+    finally:
+        c.close()
+    return res
 
 
 def slots(d):
@@ -283,20 +315,24 @@ def run_kgymd(args, cases, wlabel, e2e):
             tasks[t["task_id"]] = (c, t)
         log("W=%s: %d tasks submitted at once (%d worker slots)" % (wlabel, len(tasks), nslots))
         t0 = time.monotonic()
-        res = submit_wait(d, [t for _, t in tasks.values()], "W=%s" % wlabel)
+        res = submit_wait(d, [t for _, t in tasks.values()], "W=%s" % wlabel, budget_s=args.kgymd_budget_s)
         row["wall_s"] = time.monotonic() - t0
         row["tasks"] = len(res)
+        row["planned"] = len(tasks)
         row["evals_per_gpu_hour"] = len(res) / row["wall_s"] * 3600.0
         for tid, (c, _) in tasks.items():
             c.results[wlabel] = res.get(tid)
         if e2e:
-            for c in cases:
-                if not c.expect:
-                    continue
+            # Problems of >= 6 GiB first: theirs is a target.
+            t_e2e = time.monotonic()
+            for c in sorted([c for c in cases if c.expect], key=lambda c: -(c.input_bytes or 0)):
+                if args.e2e_budget_s and time.monotonic() - t_e2e >= args.e2e_budget_s:
+                    log("e2e: budget of %.0f s spent" % args.e2e_budget_s)
+                    break
                 t = c.task(args, "e2e")
                 t0 = time.monotonic()
-                submit_wait(d, [t], "e2e %s" % c.name)
-                c.e2e_s = time.monotonic() - t0
+                if submit_wait(d, [t], "e2e %s" % c.name, budget_s=max(60.0, args.e2e_budget_s) if args.e2e_budget_s else 0):
+                    c.e2e_s = time.monotonic() - t0
         d.stop()
     except Exception:
         sys.stderr.write("--- kgymd log (tail) ---\n%s\n" % d.read_log()[-6000:])
@@ -402,7 +438,7 @@ def report(args, cases, rows):
          "service s"]
     out = []
     for c in cases:
-        r0 = c.results.get(first)
+        r0 = next((c.results[w] for w in wl if c.results.get(w) is not None), None)
         sk = r0.get("speedup") if r0 and r0.get("correctness") else None
         sb = (c.baseline or {}).get("speedup")
         out.append([c.key, c.variant, fmt(c.input_bytes / 2 ** 30, "%.2f GiB") if c.input_bytes else "-",
@@ -413,7 +449,11 @@ def report(args, cases, rows):
                     fmt(c.e2e_s, "%.1f"), fmt((c.baseline or {}).get("process_s"), "%.1f"),
                     fmt(((r0 or {}).get("metadata") or {}).get("backend_ms", None) and
                         r0["metadata"]["backend_ms"] / 1e3, "%.1f")])
+        if all(c.results.get(w) is None for w in wl):
+            misses.append("%s: not judged by kgymd within the budget (--kgymd-budget-s)" % c.name)
         for w in wl:
+            if c.results.get(w) is None:
+                continue        # cut by the budget in this run
             v = verdict(c.results.get(w))
             if c.expect and v != "correct":
                 misses.append("W=%s: correct candidate %s judged %s: %s" % (
@@ -434,8 +474,9 @@ def report(args, cases, rows):
             misses.append("%s: kgymd's speedup %.2f vs the baseline's %.2f (kernel %.3f ms >= 0.1 ms: "
                           "want within 10%%)" % (c.name, sk, sb, cm))
     table(hdr, out)
-    print("\nservice s: the task's time in kgymd's worker at W=%s (metadata.backend_ms); e2e: one task alone, "
-          "submit to result (kgymd), or the fresh process's wall time (baseline)." % first)
+    print("\nspeedup kgymd, service s: from the first run that judged it (W=%s, unless its budget cut it); "
+          "service s: the task's time in kgymd's worker (metadata.backend_ms); e2e: one task alone, submit to "
+          "result (kgymd), or the fresh process's wall time (baseline)." % first)
 
     base = next((r for r in rows if r["mode"] == "baseline"), None)
     rate_b = base and base.get("evals_per_gpu_hour")
@@ -455,6 +496,10 @@ def report(args, cases, rows):
                           % (r["W"], r["evals_per_gpu_hour"], ratio, rate_b, target))
     table(["mode", "W (slots)", "evals", "wall s", "evals/GPU-hour", "vs baseline", "target", "warm-up s"],
           trows)
+    for r in rows:
+        if r["mode"] == "kgymd" and r["tasks"] < r["planned"]:
+            print("kgymd W=%s: %d of %d evaluations ended within --kgymd-budget-s %.0f (the rest cancelled); its "
+                  "rate is theirs" % (r["W"], r["tasks"], r["planned"], args.kgymd_budget_s))
     if base and base["tasks"] < base["planned"]:
         print("baseline: %d of %d evaluations ran within --baseline-budget-s %.0f; its rate is theirs"
               % (base["tasks"], base["planned"], args.baseline_budget_s))
@@ -472,12 +517,16 @@ def main():
     ap.add_argument("--trials", type=int, default=100, help="timed trials (100)")
     ap.add_argument("--correct-trials", type=int, default=5)
     ap.add_argument("--baseline", choices=("all", "ok", "none"), default="all")
-    ap.add_argument("--baseline-budget-s", type=float, default=100.0,
+    ap.add_argument("--baseline-budget-s", type=float, default=60.0,
                     help="stop starting baseline evaluations after this many seconds (0: no limit)")
     ap.add_argument("--baseline-timeout", type=int, default=600)
     ap.add_argument("--baseline-big", action="store_true",
                     help="the baseline runs problems of >= 6 GiB of inputs too (a minute or more each)")
     ap.add_argument("--no-e2e", action="store_true", help="skip the one-task-alone end-to-end runs")
+    ap.add_argument("--kgymd-budget-s", type=float, default=75.0,
+                    help="per kgymd run, cancel what has not ended after this many seconds (0: no limit)")
+    ap.add_argument("--e2e-budget-s", type=float, default=25.0,
+                    help="stop starting one-alone runs after this many seconds (0: no limit)")
     ap.add_argument("--python-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a [plugin.python] key for kgymd (repeatable), e.g. max_output_bytes=8G")
     ap.add_argument("--dry-run", action="store_true", help="CPU, small sizes: checks the bench, not kgymd")
