@@ -4,7 +4,7 @@ native (nvrtc) tasks and for KernelBench-format Triton tasks, and the timing
 repeatability of one fixed kernel across the GPUs (issue 21).
 
 usage: KGYM_BUILDDIR=build bench/scaling.py --python /opt/torch/.venv/bin/python3
-           [--gpus 1,2,4] [--tasks 200] [--window-s 25] [--full]
+           [--gpus 1,2,4] [--tasks 200] [--window-s 20] [--full]
            [--kinds native,kernelbench] [--workers-per-gpu N] [--cpu-workers N]
            [--repeat 4] [--dry-run] [--report-only] [--json FILE]
 
@@ -45,9 +45,12 @@ fixed kernel's medians within 1% across GPUs of the same model.  A machine
 with one GPU gives the one-GPU row and the repeatability of that GPU, and
 says that the rest was not run.
 
-Runtime (defaults, 4 GPUs): per GPU count a daemon start and warm-up
-(~10-20 s, the Python zygotes) and two windows of 25 s plus the cancel, then
-the repeatability run: about 3.5 minutes; --full depends on kgymd's speed.
+Runtime (defaults, 4 GPUs): per GPU count a daemon start, per kind a
+warm-up (the Python zygotes: ~10-20 s), a window of 20 s and the cancel
+(the killed workers restart), then the repeatability run: about 4 to 4.5
+minutes (1.5 on one GPU); --full depends on kgymd's speed.  A window's
+count is shown beside its rate: a rate from a dozen tasks is a rough one,
+and the closing figures should come from --full.
 
 --dry-run checks the script without a GPU: "GPUs" 0..n-1 configured but
 absent (kgymd then runs on them only jobs that need no CUDA), selftest
@@ -342,7 +345,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", default="1,2,4", help="GPU counts to run (those the machine has)")
     ap.add_argument("--tasks", type=int, default=200, help="tasks per kind and GPU count (200)")
-    ap.add_argument("--window-s", type=float, default=25.0)
+    ap.add_argument("--window-s", type=float, default=20.0)
     ap.add_argument("--full", action="store_true", help="wait for the whole batch instead of a window")
     ap.add_argument("--kinds", default="native,kernelbench")
     ap.add_argument("--workers-per-gpu", type=int, default=None)
