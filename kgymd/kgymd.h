@@ -456,6 +456,7 @@ struct task {
 	void (*plugin_timer_cb)(struct kgym_task *);
 	struct event *deadline;
 	struct job *job;		/* its sandboxed job, queued or running */
+	int gpu;			/* the GPU its last job started on; -1 none */
 	bool starting;			/* running, its running mark not yet committed */
 	bool finished;			/* ended; freed once its end is committed */
 	json_t *result;			/* while finished, until committed */
@@ -765,6 +766,8 @@ uint64_t pool_job_id(const struct worker *w);
 json_t	*pool_describe(void);
 /* host->gpu_arch: the lowest NVRTC arch among the GPUs, or NULL. */
 const char *pool_gpu_arch(void);
+/* The name of GPU `index` (nvidia-smi's numbering), or NULL. */
+const char *pool_gpu_name(int index);
 
 /* ----------------------------------------------------------------- proc.c */
 /*

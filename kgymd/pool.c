@@ -236,6 +236,8 @@ pool_start_job(struct worker *w, struct job *job)
 
 	job->worker = w;
 	w->job = job;
+	if (g != NULL && job->task != NULL)
+		job->task->gpu = g->index;
 	if (g != NULL) {
 		g->readers++;
 		w->lock_held = KGYM_GPU_SHARED;
@@ -563,6 +565,17 @@ pool_gpu_arch(void)
 			best = pool_gpus[i].arch;
 	}
 	return best;
+}
+
+const char *
+pool_gpu_name(int index)
+{
+	size_t i;
+
+	for (i = 0; i < pool_ngpus; i++)
+		if (pool_gpus[i].index == index)
+			return pool_gpus[i].name;
+	return NULL;
 }
 
 bool

@@ -729,6 +729,7 @@ sched_dispatch(evutil_socket_t fd, short what, void *arg)
 static void
 sched_end(struct task *task, enum task_state state, json_t *result)
 {
+	const char *name;
 	json_t *meta;
 	uint64_t now = stats_now_us(), queue_us = 0, run_us = 0;
 
@@ -755,6 +756,16 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 	json_object_set_new(meta, "run_ms", json_real((double)run_us / 1000.0));
 	json_object_set_new(meta, "attempt", json_integer(task->attempt));
 	json_object_set_new(meta, "workflow", json_string(task->workflow));
+	/*
+	 * Which GPU ran it, whatever the workflow: throughput and timing are
+	 * compared per GPU, and a worker's name is no contract.
+	 */
+	if (task->gpu >= 0) {
+		json_object_set_new(meta, "gpu_index", json_integer(task->gpu));
+		if (json_object_get(meta, "gpu") == NULL &&
+		    (name = pool_gpu_name(task->gpu)) != NULL)
+			json_object_set_new(meta, "gpu", json_string(name));
+	}
 
 	if (task->state == TASK_RUNNING) {
 		TAILQ_REMOVE(&sched_running_list, task, entry);

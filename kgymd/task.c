@@ -43,6 +43,7 @@ task_new(const char *id, int64_t seq, enum task_prio prio, const char *workflow,
 
 	if ((task = calloc(1, sizeof *task)) == NULL)
 		return NULL;
+	task->gpu = -1;
 	task->id = strdup(id);
 	task->workflow = strdup(workflow);
 	if (task->id == NULL || task->workflow == NULL) {

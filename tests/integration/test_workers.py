@@ -312,8 +312,33 @@ def test_1000_task_mix():
         print("1000-task mix: %r, fds %d -> %d, RSS %d -> %d kB" % (by, fds0, fds1, rss0, rss1))
 
 
+def test_results_name_their_gpu():
+    """Every task whose job ran on a GPU slot says which GPU (metadata.
+    gpu_index, nvidia-smi's number); a CPU job's result names none."""
+    with k.Daemon(gpus="0,1", workers_conf="cpu_workers = 1\n" + WORKERS) as d:
+        wait_ready(d, 3)
+        tasks = []
+        for i in range(8):
+            tasks.append(k.selftest_task(300, task_id="gpu-named-%d" % i))
+            tasks[-1]["payload"]["device"] = "gpu"
+        tasks.append(k.selftest_task(0, task_id="cpu-job"))
+        r = d.request({"op": "submit", "tasks": tasks, "wait": True})
+        k.check(len(r["accepted"]) == 9, r)
+        events, _ = d.client.collect_wait(r["id"])
+        meta = {e["task_id"]: e["result"]["metadata"] for e in events}
+        k.check(len(meta) == 9, meta)
+        k.check("gpu_index" not in meta["cpu-job"], meta["cpu-job"])
+        used = {}
+        for tid, m in meta.items():
+            if tid.startswith("gpu-named-"):
+                k.check(m.get("gpu_index") in (0, 1), "%s: %r" % (tid, m))
+                used[m["gpu_index"]] = used.get(m["gpu_index"], 0) + 1
+        # Eight 300 ms jobs on two one-slot GPUs: both must have run some.
+        k.check(sorted(used) == [0, 1], "GPUs used: %r" % used)
+
+
 if __name__ == "__main__":
     k.run([test_each_action_and_recovery, test_no_secret_reachable, test_cancel_kills_running_job,
            test_exclusive_never_overlaps, test_writer_not_starved,
            test_relocking_jobs_never_deadlock, test_memory_admission,
-           test_unstartable_worker_backs_off, test_1000_task_mix])
+           test_unstartable_worker_backs_off, test_1000_task_mix, test_results_name_their_gpu])

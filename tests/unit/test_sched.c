@@ -111,6 +111,13 @@ pool_task_gone(struct task *task)
 	/* No jobs in these tests: the workflow fake runs nothing sandboxed. */
 }
 
+const char *
+pool_gpu_name(int index)
+{
+	(void)index;
+	return NULL;	/* no task here runs a job, so none names a GPU */
+}
+
 static uint64_t fake_clock;
 
 uint64_t
