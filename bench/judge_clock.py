@@ -2,7 +2,7 @@
 """bench/judge_clock.py -- the judge's go/done clock against CUDA events, and
 its repeatability across independent evaluations.  Needs a GPU.
 
-usage: KGYM_BUILDDIR=build bench/judge_clock.py [--python PY] [--runs 5] [--fail-over PCT]
+usage: KGYM_BUILDDIR=build bench/judge_clock.py [--python PY] [--runs 5] [--fail-over PCT] [--only SUBSTR]
 
 For each case (an element-wise op or a matmul sized for ~10 us, ~100 us and
 ~1 ms on an H100), --runs independent evaluations through
@@ -106,9 +106,12 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--fail-over", type=float, default=1.0)
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--only", metavar="SUBSTR", help="the cases whose name contains SUBSTR (a,b: either)")
     args = ap.parse_args()
     rows, bad = [], []
     for name, op, inputs in CASES:
+        if args.only and not any(x in name for x in args.only.split(",")):
+            continue
         runs = [evaluate(args.python, REF.format(op=op, inputs=inputs), CAND.format(op=op)) for _ in range(args.runs)]
         med = [r["median_ms"] for r in runs]
         mid = statistics.median(med)
