@@ -15,8 +15,8 @@
 #     reaches the op handlers and the waits through struct peer, and
 #     nothing below it calls back into control.c or names its struct
 #     conn.  main.c, which wires the process together, may; elsewhere
-#     such a line needs a comment with "cycle:" on it or on the line
-#     above, saying why.
+#     such a line needs a comment with "cycle:" on it or within the five
+#     lines above, saying why.
 #
 # Every finding is printed with its file; the exit status is 1 when there
 # is one, 0 otherwise.  KGYM_SRCDIR and KGYM_BUILDDIR come from make check.
@@ -156,11 +156,11 @@ for f in kgymd/*.c; do
 	kgymd/control.c|kgymd/main.c) continue ;;
 	esac
 	awk -v f="$f" '
+	    /cycle:/ { last = NR }
 	    /control_[a-z_]+\(|struct conn[^a-z_]/ {
-		if ($0 !~ /cycle:/ && prev !~ /cycle:/)
+		if (last == 0 || NR - last > 5)
 			printf "%s:%d: calls into control.c (or names struct conn) without a \"cycle:\" comment\n", f, NR
-	    }
-	    { prev = $0 }' "$f"
+	    }' "$f"
 done > "${TMPDIR:-/tmp}/kgym-cycle.$$"
 if [ -s "${TMPDIR:-/tmp}/kgym-cycle.$$" ]; then
 	while read -r l; do bad "$l"; done < "${TMPDIR:-/tmp}/kgym-cycle.$$"
