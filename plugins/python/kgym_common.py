@@ -124,7 +124,7 @@ SANDBOX_EXEC = 0x1             # KGYM_PY_SANDBOX_EXEC of sandbox_python.c: the c
 
 def enter_sandbox(lib_path, work_dir, gpu, limits, ro_paths, exec_paths=None):
     """rlimits, Landlock and seccomp for this process, through
-    libkgym_sandbox.so (kgymd/worker/sandbox.c).  With exec_paths (the
+    libkgym_sandbox.so (the sandbox library, lib/sandbox.c).  With exec_paths (the
     candidate of a triton or cuda job only), the compiler profile: those
     programs, and nothing else, may be executed, under the same filter and
     Landlock domain.  Returns the Landlock ABI in force (0: none); raises

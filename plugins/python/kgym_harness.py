@@ -36,7 +36,7 @@ the gluon import; build_triton_seed: gcc's build of its cuda_utils module,
 which each Triton candidate's private cache starts with).
 
 Every job process enters the sandbox (rlimits, Landlock, seccomp, through
-libkgym_sandbox.so, built from kgymd/worker/sandbox.c) before running any
+libkgym_sandbox.so, built on the sandbox library lib/sandbox.c) before running any
 code of the task; where it cannot, the job fails (fail closed).  Two
 profiles, chosen here, never by the task: the Python profile (judge,
 reference, torch candidates: no new process, no exec, no socket) and the
