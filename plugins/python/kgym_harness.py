@@ -4,7 +4,7 @@ Installed as $(libexecdir)/kgym/kgym_harness.py and run by the python backend
 plugin (plugins/python/python.c) inside a kgymd-worker, *before* the worker
 enters its sandbox.  Standard library and torch only.
 
-Processes (ARCHITECTURE.md, "A KernelBench-format job"; DESIGN §8.1):
+Processes (ARCHITECTURE.md, "Processes" and "The judge"):
 
     kgymd-worker (sandboxed, C) --socketpair--> zygote (this file, --zygote)
                                                   |  fork per job
@@ -106,7 +106,7 @@ class Job:
     """One job: fork the judge and both executors (before the job is read),
     hand each its part, relay the judge's phases to the worker (deadlines,
     the GPU lock), kill the candidate when the judge says, and turn the
-    judge's verdict into the result object (DESIGN §5)."""
+    judge's verdict into the result object (kgymd-protocol(7), RESULTS)."""
 
     def __init__(self, zygote):
         self.z = zygote

@@ -22,8 +22,8 @@
  * {"type":"phase"} messages to the worker host (the parent's per-phase
  * deadline; on a GPU worker the exclusive lock for timing) and acks them,
  * forwards {"type":"log"} lines, and returns the {"type":"result"} object,
- * which already has DESIGN §5's keys.  If the zygote dies, the job fails
- * with SYSTEM_ERROR naming how it died, and the result asks for a fresh
+ * which already has a result's keys (kgymd-protocol(7), RESULTS).  If the
+ * zygote dies, the job fails with SYSTEM_ERROR naming how it died, and the result asks for a fresh
  * worker ("recycle_worker"), which starts a fresh zygote.
  *
  * The zygote is outside the worker's seccomp filter and Landlock domain by
@@ -156,7 +156,7 @@ py_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* A result of DESIGN §5's shape for a job the zygote could not judge. */
+/* A result of kgymd-protocol(7)'s shape for a job the zygote could not judge. */
 static json_t *
 py_failure(const char *code, bool recycle, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
