@@ -36,6 +36,8 @@
 
 #include <jansson.h>
 
+#include "client.h"
+
 #define BENCH_REPLY_TIMEOUT_MS	120000	/* no reply for this long: give up */
 #define BENCH_DRAIN_TIMEOUT_S	600
 #define BENCH_TARGET_BATCH_TPS	20000.0
@@ -325,36 +327,27 @@ bconn_call(struct bconn *c, const char *line, size_t len, uint64_t *ret_ns)
 	}
 }
 
-static json_t *
-bconn_op(struct bconn *c, const char *op, const char *args)
-{
-	struct sbuf b = { 0 };
-	json_t *reply, *e;
-
-	sbuf_printf(&b, "{\"v\":1,\"id\":\"%s\",\"op\":\"%s\"%s%s}\n", op, op,
-	    args != NULL ? "," : "", args != NULL ? args : "");
-	reply = bconn_call(c, b.p, b.len, NULL);
-	free(b.p);
-	if (!json_is_true(json_object_get(reply, "ok"))) {
-		e = json_object_get(reply, "error");
-		die("op %s failed: %s: %s", op,
-		    json_string_value(json_object_get(e, "code")),
-		    json_string_value(json_object_get(e, "message")));
-	}
-	return reply;
-}
-
 /* --- the daemon's side */
 
-static pid_t
-bench_peer_pid(struct bconn *c)
-{
-	struct ucred uc;
-	socklen_t len = sizeof uc;
+/*
+ * The control connection (hello, health, the waits between phases) goes
+ * through kgymctl's client library: only the timed phases use the
+ * pipelined, non-blocking connections above.
+ */
+static struct client *bench_ctl;
 
-	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
-		return -1;
-	return uc.pid;
+static json_t *
+bench_op(const char *op)
+{
+	json_t *reply = NULL;
+	char *cause = NULL;
+
+	if (client_call(bench_ctl, op, NULL, NULL, NULL, &reply, &cause) < 0)
+		die("op %s: %s", op, cause != NULL ? cause : "failed");
+	if (!client_msg_ok(reply))
+		die("op %s failed: %s: %s", op, client_error_code(reply),
+		    client_error_message(reply));
+	return reply;
 }
 
 /* VmRSS of pid in bytes, or -1 when it cannot be read. */
@@ -376,9 +369,9 @@ bench_rss(pid_t pid)
 }
 
 static void
-bench_health(struct bconn *c, long long *ret_queued, long long *ret_running)
+bench_health(long long *ret_queued, long long *ret_running)
 {
-	json_t *r = bconn_op(c, "health", NULL);
+	json_t *r = bench_op("health");
 
 	*ret_queued = json_integer_value(json_object_get(r, "queued"));
 	*ret_running = json_integer_value(json_object_get(r, "running"));
@@ -387,7 +380,7 @@ bench_health(struct bconn *c, long long *ret_queued, long long *ret_running)
 
 /* Wait until nothing is queued or running; seconds it took, -1 on timeout. */
 static double
-bench_drain(struct bconn *c)
+bench_drain(void)
 {
 	struct timespec pause = { 0, 20 * 1000 * 1000 };
 	long long queued, running;
@@ -395,7 +388,7 @@ bench_drain(struct bconn *c)
 	double s;
 
 	for (;;) {
-		bench_health(c, &queued, &running);
+		bench_health(&queued, &running);
 		s = (double)(now_ns() - t0) / 1e9;
 		if (queued == 0 && running == 0)
 			return s;
@@ -651,13 +644,13 @@ percentile(const uint64_t *v, size_t n, double p)
 
 /* Let what a phase left behind run before the next phase starts. */
 static void
-bench_drain_row(struct bconn *c, long long left)
+bench_drain_row(long long left)
 {
 	double s;
 
 	if (left == 0)
 		return;
-	s = bench_drain(c);
+	s = bench_drain();
 	if (s < 0) {
 		row_add("  then ran the rest in (s)", "-", -1, "> %d", BENCH_DRAIN_TIMEOUT_S);
 		return;
@@ -682,7 +675,7 @@ bench_submit(const char *name, struct bconn **conns, int nconns, long ntasks, lo
 	note("%s: %ld tasks in %ld requests of up to %ld over %d connection(s), "
 	    "window %ld", name, ntasks, ph.nreq, per_req, nconns, window);
 	s = phase_run(&ph, conns, nconns);
-	bench_health(conns[0], &queued, &running);
+	bench_health(&queued, &running);
 	tps = (double)ph.accepted / s;
 	note("  %ld accepted, %ld rejected, %ld requests refused in %.3f s: %.0f tasks/s; "
 	    "queue now %lld queued, %lld running", ph.accepted, ph.rejected, ph.failed, s,
@@ -833,6 +826,7 @@ main(int argc, char **argv)
 	size_t k;
 	bool have_selftest = false;
 	struct phase mem = { 0 }, cancel = { 0 };
+	char *cause = NULL;
 	double s;
 
 	if (sock == NULL)
@@ -882,7 +876,9 @@ main(int argc, char **argv)
 		conns[i] = bconn_open(sock);
 	c = conns[0];
 
-	r = bconn_op(c, "hello", NULL);
+	if ((bench_ctl = client_connect(sock, &cause)) == NULL)
+		die("%s (is kgymd running?)", cause);
+	r = bench_op("hello");
 	plugins = json_object_get(r, "plugins");
 	json_array_foreach(plugins, k, p)
 		if (json_is_string(p) && strcmp(json_string_value(p), "selftest") == 0)
@@ -892,13 +888,13 @@ main(int argc, char **argv)
 	if (!have_selftest)
 		die("kgymd serves no 'selftest' workflow: add the test plugin's directory "
 		    "(tests/plugins/.libs) to plugin_dir; see bench/README.md");
-	if (pid == 0 && (pid = bench_peer_pid(c)) <= 0)
+	if (pid == 0 && (pid = client_peer_pid(bench_ctl)) <= 0)
 		note("cannot read kgymd's pid from the socket (SO_PEERCRED); give -p PID");
-	bench_health(c, &queued, &running);
+	bench_health(&queued, &running);
 	if (queued != 0 || running != 0) {
 		note("kgymd is busy (%lld queued, %lld running); waiting for it to drain",
 		    queued, running);
-		bench_drain(c);
+		bench_drain();
 	}
 
 	/* 1. one task per submit, pipelined */
@@ -906,9 +902,9 @@ main(int argc, char **argv)
 	    status_id, sizeof status_id);
 	row_add("submit, 1 task/request (tasks/s)", "-", -1, "%.0f%s", single_tps < 0 ?
 	    -single_tps : single_tps, single_tps < 0 ? " (rejects)" : "");
-	bench_health(c, &queued, &running);
+	bench_health(&queued, &running);
 	row_add("  queue depth after it", "-", -1, "%lld", queued);
-	bench_drain_row(c, queued + running);
+	bench_drain_row(queued + running);
 
 	/* 2. batched submits */
 	batch_tps = bench_submit("submit batched", conns, nclients, ntasks, batch,
@@ -916,9 +912,9 @@ main(int argc, char **argv)
 	snprintf(line, sizeof line, "submit, %ld tasks/request (tasks/s)", batch);
 	row_add(line, ">= 20000", batch_tps >= BENCH_TARGET_BATCH_TPS, "%.0f%s",
 	    batch_tps < 0 ? -batch_tps : batch_tps, batch_tps < 0 ? " (rejects)" : "");
-	bench_health(c, &queued, &running);
+	bench_health(&queued, &running);
 	row_add("  queue depth after it", "-", -1, "%lld", queued);
-	bench_drain_row(c, queued + running);
+	bench_drain_row(queued + running);
 
 	/* 3. status latency: request, wait for the reply, next */
 	if (status_id[0] == '\0')
@@ -953,15 +949,15 @@ main(int argc, char **argv)
 	    BENCH_PAD_BATCH);
 	row_add(line, ">= 5000", pad_tps >= BENCH_TARGET_PAD_TPS, "%.0f%s",
 	    pad_tps < 0 ? -pad_tps : pad_tps, pad_tps < 0 ? " (rejects)" : "");
-	bench_health(c, &queued, &running);
-	bench_drain_row(c, queued + running);
+	bench_health(&queued, &running);
+	bench_drain_row(queued + running);
 
 	/* 3c. status while another client pipelines stats, list and big submits */
 	bench_status_under_load(sock, status_id, nstatus, batch);
 
 	/* 4. memory with a deep queue, from a quiet daemon as the other phases start */
 	if (nqueue > 0) {
-		bench_drain(c);
+		bench_drain();
 		rss0 = pid > 0 ? bench_rss(pid) : -1;
 		mem.name = "queue";
 		mem.tasks_per_req = batch;
@@ -973,7 +969,7 @@ main(int argc, char **argv)
 		mem.collect = true;
 		note("memory: queueing %ld tasks (selftest, delay 1 h)", nqueue);
 		s = phase_run(&mem, conns, 1);
-		bench_health(c, &queued, &running);
+		bench_health(&queued, &running);
 		rss1 = pid > 0 ? bench_rss(pid) : -1;
 		note("  %ld accepted, %ld rejected in %.2f s; %lld queued, %lld running; "
 		    "VmRSS %.1f -> %.1f MB", mem.accepted, mem.rejected, s, queued, running,
@@ -1015,6 +1011,7 @@ main(int argc, char **argv)
 	for (i = 0; i < nclients; i++)
 		bconn_close(conns[i]);
 	free(conns);
+	client_free(bench_ctl);
 	table_print();
 	return bench_missed ? 1 : 0;
 }

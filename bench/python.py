@@ -31,7 +31,7 @@ W, the p50 of each harness phase, of the wait for the GPU lock, and of the
 steps inside them.  --baseline-tasks N runs fewer baseline tasks (a rate is
 a rate); --no-baseline skips them.  kgymd caches the reference's timing per
 problem (the baseline cannot), which is part of the design; --force-refresh
-turns that off to show the zygote's share alone.  Issue 6's target (on one
+turns that off to show the zygote's share alone.  The target (on one
 GPU, 50 Triton tasks): kgymd >= 5x the baseline.
 
 On a machine without a GPU use --device cpu (torch candidates); the lead
@@ -260,7 +260,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
-    # Issue 6's target, on a GPU: kgymd >= 5x the baseline at the same W.
+    # The target, on a GPU: kgymd >= 5x the baseline at the same W.
     missed = [r for r in rows if args.device == "cuda" and r["mode"] == "kgymd" and r.get("ratio") is not None
               and r["ratio"] < 5.0]
     if missed:

@@ -1,5 +1,6 @@
 /*
- * client.c -- kgymctl's side of the control socket.
+ * client.c -- a client's side of the control socket (libkgymclient: kgymctl,
+ * bench/control's control connection, tests/unit/test_client.c).
  *
  * kgymctl runs one command and exits, so blocking I/O is the simple and
  * right choice here (the daemon is the one that must never block).  The
@@ -352,6 +353,17 @@ client_call(struct client *c, const char *op, json_t *args,
 	if (r < 0)
 		return r;
 	return client_await(c, id, on_other, arg, ret_reply, ret_cause);
+}
+
+pid_t
+client_peer_pid(struct client *c)
+{
+	struct ucred uc;
+	socklen_t len = sizeof uc;
+
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+		return -1;
+	return uc.pid;
 }
 
 bool

@@ -1,5 +1,6 @@
 /*
- * client.h -- kgymctl's connection to kgymd's control socket.
+ * client.h -- a client's connection to kgymd's control socket: a small
+ * library (libkgymclient) that kgymctl, bench/control and the C tests share.
  *
  * Blocking I/O over a Unix stream socket speaking protocol v1
  * (kgymd-protocol(7)): one compact JSON object per line both ways.  Requests
@@ -14,6 +15,8 @@
  */
 #ifndef KGYMCTL_CLIENT_H
 #define KGYMCTL_CLIENT_H
+
+#include <sys/types.h>
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -62,6 +65,9 @@ int client_await(struct client *c, json_int_t id, void (*on_other)(json_t *msg, 
 /* Send, then await the reply; events of this request go to on_other. */
 int client_call(struct client *c, const char *op, json_t *args,
     void (*on_other)(json_t *msg, void *arg), void *arg, json_t **ret_reply, char **ret_cause);
+
+/* The daemon's pid, from the socket's peer credentials; -1 if unknown. */
+pid_t client_peer_pid(struct client *c);
 
 /* Helpers for reading replies. */
 bool client_msg_is_event(json_t *msg);

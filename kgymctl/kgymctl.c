@@ -5,8 +5,10 @@
  * Each command is one protocol request (submit may be several batches on
  * one connection) whose reply is shown by output.c, or printed raw with
  * --json.  Tasks that end are followed through a `struct watch`, shared by
- * `submit --wait` and `wait`: it prints a line per task for scripts, or a
- * progress bar and a table when a person is watching a terminal.
+ * `submit --wait` and `wait`: it prints a line per task for scripts (with
+ * --json, one JSON object per task), or a progress bar and a table when a
+ * person is watching a terminal, then a summary of a batch on stderr that
+ * counts incorrect tasks apart from failed ones.
  *
  * Exit status (kgymctl(1)): 0 success; 1 a task failed, was cancelled or
  * incorrect, some were rejected, or were still pending; 2 usage, connection
@@ -124,7 +126,8 @@ usage(FILE *fp)
 	fputs("\nOptions (-s, --json and -h may also follow COMMAND):\n"
 	      "  -s, --socket PATH   kgymd's control socket (default: $KGYM_SOCKET,\n"
 	      "                      else " KGYMCTL_DEFAULT_SOCKET ")\n"
-	      "      --json          print each reply and event line as received\n"
+	      "      --json          submit, wait: one JSON object per task and line;\n"
+	      "                      other commands: the reply line as received\n"
 	      "  -h, --help          show this help\n"
 	      "  -V, --version       show the version\n"
 	      "\nExit status:\n"
@@ -286,14 +289,45 @@ call_once(const char *op, json_t *args, json_t **ret_reply)
 	return KGYMCTL_OK;
 }
 
-/* Did a task that ended do so badly (failed, cancelled or incorrect)? */
-static bool
-task_bad(const char *state, json_t *result)
+/*
+ * How a task ended, for the counts: incorrect (it ran, and its outputs were
+ * wrong: a verdict on the candidate) is kept apart from failed (it did not
+ * get that far, or kgymd could not judge it), since reward code treats them
+ * differently.
+ */
+enum outcome {
+	OUTCOME_CORRECT,
+	OUTCOME_INCORRECT,
+	OUTCOME_FAILED,
+	OUTCOME_CANCELLED,
+	OUTCOME__COUNT,
+};
+
+static enum outcome
+task_outcome(const char *state, json_t *result)
 {
-	if (strcmp(state, "completed") != 0)
-		return true;
-	return json_is_false(json_object_get(result, "correctness")) ||
-	    strcmp(output_str(result, "status"), "failed") == 0;
+	if (strcmp(state, "cancelled") == 0)
+		return OUTCOME_CANCELLED;
+	if (strcmp(state, "completed") != 0 ||
+	    strcmp(output_str(result, "status"), "failed") == 0)
+		return OUTCOME_FAILED;
+	if (json_is_false(json_object_get(result, "correctness")))
+		return OUTCOME_INCORRECT;
+	return OUTCOME_CORRECT;
+}
+
+/* One JSON object on one line of stdout (--json's per-task lines). */
+static void
+print_json_object(json_t *o)
+{
+	char *line = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	if (line != NULL) {
+		fputs(line, stdout);
+		fputc('\n', stdout);
+		fflush(stdout);
+	}
+	free(line);
 }
 
 /* ------------------------------------------------------------ watch */
@@ -306,7 +340,10 @@ struct watch {
 	json_t *records;
 	json_t *by_id;
 	size_t ended;
-	size_t bad;
+	size_t bad;		  /* failed, incorrect or cancelled */
+	size_t count[OUTCOME__COUNT];
+	size_t earlier;		  /* results of an earlier submission of the id */
+	size_t not_found;	  /* ids kgymd does not know (wait) */
 	bool interactive; /* a person watches: bar and table, not lines */
 	bool bar;	  /* draw the progress bar on stderr */
 	bool bar_shown;
@@ -343,7 +380,8 @@ watch_draw(struct watch *w)
 {
 	if (!w->bar)
 		return;
-	output_progress(stderr, w->ended, json_array_size(w->records), w->bad);
+	output_progress(stderr, w->ended, json_array_size(w->records),
+	    w->count[OUTCOME_INCORRECT], w->count[OUTCOME_FAILED] + w->count[OUTCOME_CANCELLED]);
 	w->bar_shown = true;
 }
 
@@ -391,8 +429,9 @@ watch_event(struct watch *w, json_t *msg)
 	const char *task_id = output_str(msg, "task_id");
 	const char *state = output_str(msg, "state");
 	json_t *result = json_object_get(msg, "result");
-	json_t *rec;
-	bool bad;
+	json_t *rec, *line;
+	enum outcome outcome;
+	bool earlier;
 
 	rec = watch_add(w, task_id, "pending");
 	if (rec == NULL || json_object_get(rec, "ended") != NULL)
@@ -401,11 +440,20 @@ watch_event(struct watch *w, json_t *msg)
 	json_object_set_new(rec, "ended", json_true());
 	if (result != NULL)
 		json_object_set(rec, "result", result);
-	bad = task_bad(state, result);
+	outcome = task_outcome(state, result);
+	earlier = json_is_true(json_object_get(rec, "existing"));
 	w->ended++;
-	w->bad += bad;
-	if (opts.json)
+	w->count[outcome]++;
+	w->bad += outcome != OUTCOME_CORRECT;
+	w->earlier += earlier;
+	if (opts.json) {
+		/* One result per line: the task, how it ended, and whether anew. */
+		line = json_pack("{s:s, s:s, s:b, s:O?}", "task_id", task_id, "state", state,
+		    "existing", earlier, "result", result);
+		print_json_object(line);
+		json_decref(line);
 		return;
+	}
 	if (w->interactive) {
 		watch_draw(w);
 		return;
@@ -428,11 +476,47 @@ watch_mark(struct watch *w, json_t *ids, const char *state)
 		if (rec == NULL)
 			continue;
 		json_object_set_new(rec, "state", json_string(state));
+		w->not_found += strcmp(state, "not found") == 0;
+		if (opts.json) {
+			json_t *line = json_pack("{s:s, s:s}", "task_id",
+			    json_string_value(id), "state", state);
+
+			print_json_object(line);
+			json_decref(line);
+		}
 		if (!opts.json && !w->interactive && strcmp(state, "pending") == 0)
 			printf("%s pending\n", json_string_value(id));
 		else if (strcmp(state, "pending") != 0)
 			watch_note(w, "kgymctl: not_found: %s", json_string_value(id));
 	}
+}
+
+/*
+ * After a batch (more than one task, or one rejected), a summary on stderr
+ * (stdout keeps one line per task): the counts by outcome, incorrect apart
+ * from failed, and how many results were an earlier submission's.
+ */
+static void
+watch_summary(struct watch *w, size_t rejected)
+{
+	size_t total = json_array_size(w->records) + rejected;
+	size_t unfinished = json_array_size(w->records) - w->ended - w->not_found;
+
+	if (total < 2)
+		return;
+	fflush(stdout);
+	fprintf(stderr, "kgymctl: %zu tasks: %zu correct, %zu incorrect, %zu failed, "
+	    "%zu cancelled", total, w->count[OUTCOME_CORRECT], w->count[OUTCOME_INCORRECT],
+	    w->count[OUTCOME_FAILED], w->count[OUTCOME_CANCELLED]);
+	if (unfinished > 0)
+		fprintf(stderr, ", %zu unfinished", unfinished);
+	if (w->not_found > 0)
+		fprintf(stderr, ", %zu not found", w->not_found);
+	if (rejected > 0)
+		fprintf(stderr, ", %zu rejected", rejected);
+	if (w->earlier > 0)
+		fprintf(stderr, " (%zu of them submitted before: earlier results)", w->earlier);
+	fputc('\n', stderr);
 }
 
 /* Finish the bar and, for a person, show the table of results. */
@@ -648,25 +732,46 @@ submit_batch(struct submit *s, json_int_t id)
 static void
 submit_accepted(struct submit *s, struct batch *b, json_t *reply)
 {
-	json_t *item, *err;
+	json_t *item, *err, *rec, *line;
 	size_t i, naccepted = 0;
+	json_int_t index;
 	const char *id;
+	bool existing;
 
 	json_array_foreach(json_object_get(reply, "accepted"), i, item) {
 		id = output_str(item, "task_id");
+		existing = json_is_true(json_object_get(item, "existing"));
 		naccepted++;
 		if (s->wait) {
-			watch_add(&s->watch, id, output_str(item, "state"));
-		} else if (!opts.json) {
+			rec = watch_add(&s->watch, id, output_str(item, "state"));
+			if (rec != NULL && existing)
+				json_object_set_new(rec, "existing", json_true());
+		} else if (opts.json) {
+			line = json_pack("{s:s, s:s, s:b}", "task_id", id, "state",
+			    output_str(item, "state"), "existing", existing);
+			print_json_object(line);
+			json_decref(line);
+		} else {
 			printf("%s %s%s\n", id, output_str(item, "state"),
-			    json_is_true(json_object_get(item, "existing")) ? " (existing)" : "");
+			    existing ? " (existing)" : "");
 		}
+		/* Idempotent ids: the task already there stands, result included. */
+		if (existing && !opts.json)
+			watch_note(&s->watch, "kgymctl: %s was submitted before: kgymd keeps "
+			    "that task (%s)%s", id, output_str(item, "state"),
+			    s->wait ? " and this is its earlier result" : ", not a new one");
 	}
 	json_array_foreach(json_object_get(reply, "rejected"), i, item) {
 		err = json_object_get(item, "error");
+		index = (json_int_t)b->first + json_integer_value(json_object_get(item, "index"));
 		s->nrejected++;
-		watch_note(&s->watch, "%" JSON_INTEGER_FORMAT " rejected: %s: %s",
-		    (json_int_t)b->first + json_integer_value(json_object_get(item, "index")),
+		if (opts.json) {
+			line = json_pack("{s:I, s:s, s:O}", "index", index, "state", "rejected",
+			    "error", err);
+			print_json_object(line);
+			json_decref(line);
+		}
+		watch_note(&s->watch, "%" JSON_INTEGER_FORMAT " rejected: %s: %s", index,
 		    output_str(err, "code"), output_str(err, "message"));
 	}
 	fflush(stdout);
@@ -770,6 +875,8 @@ submit_run(struct submit *s, struct client *c)
 		json_decref(msg);
 	}
 	watch_finish(&s->watch);
+	if (s->wait)
+		watch_summary(&s->watch, s->nrejected);
 	if (s->failed || s->nrejected == ntasks)
 		return KGYMCTL_ERROR;
 	if (s->nrejected > 0 || s->watch.bad > 0)
@@ -834,6 +941,9 @@ cmd_submit(const struct command *cmd, int argc, char **argv)
 		return fail_cause(NULL);
 	}
 	c = session_open();
+	/* --json: one line per task (submit_accepted, watch_event), not the raw lines. */
+	if (c != NULL)
+		client_set_tap(c, NULL, NULL);
 	status = c != NULL ? submit_run(&s, c) : KGYMCTL_ERROR;
 	client_free(c);
 	watch_clear(&s.watch);
@@ -878,6 +988,7 @@ wait_run(struct watch *w, json_t *args)
 	c = session_open();
 	if (c == NULL)
 		return KGYMCTL_ERROR;
+	client_set_tap(c, NULL, NULL);	/* --json: one line per task, as submit */
 	r = client_call(c, "wait", args, wait_other, w, &reply, &cause);
 	client_free(c);
 	if (r < 0)
@@ -892,6 +1003,7 @@ wait_run(struct watch *w, json_t *args)
 	watch_mark(w, pending, "pending");
 	watch_mark(w, not_found, "not found");
 	watch_finish(w);
+	watch_summary(w, 0);
 	status = KGYMCTL_OK;
 	if (w->bad > 0 || json_array_size(pending) > 0)
 		status = KGYMCTL_TASK_FAILED;
@@ -953,7 +1065,8 @@ verdict_status(json_t *reply)
 static int
 verdict_result(json_t *reply)
 {
-	if (task_bad(output_str(reply, "state"), json_object_get(reply, "result")))
+	if (task_outcome(output_str(reply, "state"), json_object_get(reply, "result")) !=
+	    OUTCOME_CORRECT)
 		return KGYMCTL_TASK_FAILED;
 	return KGYMCTL_OK;
 }

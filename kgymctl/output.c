@@ -644,7 +644,7 @@ output_show_shutdown(json_t *reply)
 }
 
 void
-output_progress(FILE *fp, size_t done, size_t total, size_t failed)
+output_progress(FILE *fp, size_t done, size_t total, size_t incorrect, size_t failed)
 {
 	char bar[OUTPUT_BAR_WIDTH + 1];
 	size_t fill = total > 0 ? done * OUTPUT_BAR_WIDTH / total : 0;
@@ -652,7 +652,8 @@ output_progress(FILE *fp, size_t done, size_t total, size_t failed)
 	memset(bar, '#', fill);
 	memset(bar + fill, '.', OUTPUT_BAR_WIDTH - fill);
 	bar[OUTPUT_BAR_WIDTH] = '\0';
-	fprintf(fp, "\r[%s] %zu/%zu done, %zu failed", bar, done, total, failed);
+	fprintf(fp, "\r[%s] %zu/%zu done, %zu incorrect, %zu failed", bar, done, total,
+	    incorrect, failed);
 	fflush(fp);
 }
 

@@ -76,8 +76,11 @@ void output_show_cancel(json_t *reply);
 void output_show_drain(json_t *reply);
 void output_show_shutdown(json_t *reply);
 
-/* Redraw "[#####.....] 37/100 done, 2 failed" in place; _end finishes the line. */
-void output_progress(FILE *fp, size_t done, size_t total, size_t failed);
+/*
+ * Redraw "[#####.....] 37/100 done, 1 incorrect, 2 failed" in place (failed
+ * counts cancelled tasks too); _end finishes the line.
+ */
+void output_progress(FILE *fp, size_t done, size_t total, size_t incorrect, size_t failed);
 void output_progress_end(FILE *fp);
 
 /* Write one received line as it came, newline-terminated, and flush. */

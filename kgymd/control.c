@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,28 @@
  */
 #define CONTROL_OFFLOAD_BYTES	(16 * 1024)
 
+/* A client on the socket: a peer (peer.c) and its bytes. */
+struct conn {
+	struct peer peer;		/* who it is, what it holds: ops.c's and wait.c's */
+	struct bufferevent *bev;
+	uint64_t serial;
+	bool refused;			/* refused at accept: only its error line */
+	bool closing;			/* close once the output is flushed */
+	bool linger;			/* refused (too_large, busy): half-close, discard input */
+	bool half_closed;
+	bool peer_eof;			/* the client stopped sending; close once answered */
+	bool dropped;			/* too slow a reader: being freed by reap_ev */
+	struct event *reap_ev;		/* frees the connection from its own event */
+	struct event *resume_ev;	/* the next buffered line, on the next loop turn */
+	struct event *idle_ev;		/* idle_timeout */
+	size_t in_counted;		/* its input bytes counted in max_input_bytes */
+	size_t scanned;			/* input bytes known to hold no newline */
+	struct control_parse *parsing;	/* a long line being parsed off the loop */
+	TAILQ_ENTRY(conn) entry;
+};
+
+#define control_conn_of(p)	((struct conn *)((char *)(p) - offsetof(struct conn, peer)))
+
 /* A line with the parser thread; the connection reads no further meanwhile. */
 struct control_parse {
 	struct offload_job job;
@@ -78,6 +101,25 @@ static void (*control_on_empty)(void);
 static int control_spare_fd = -1;	/* given up to accept and refuse at EMFILE */
 
 static void control_process(struct conn *conn);
+static void control_send(struct conn *conn, const json_t *reply);
+static void control_resume(struct conn *conn);
+
+static void
+control_peer_send(struct peer *peer, const json_t *msg)
+{
+	control_send(control_conn_of(peer), msg);
+}
+
+static void
+control_peer_resume(struct peer *peer)
+{
+	control_resume(control_conn_of(peer));
+}
+
+static const struct peer_transport control_transport = {
+	.send = control_peer_send,
+	.resume = control_peer_resume,
+};
 
 /*
  * Come back to this connection on the next turn of the loop, after the
@@ -107,8 +149,6 @@ control_account(struct conn *conn)
 static void
 control_conn_free(struct conn *conn)
 {
-	if (conn->pending != NULL)
-		ops_pending_free(conn);
 	if (conn->parsing != NULL)
 		conn->parsing->conn = NULL;	/* its done() frees it */
 	if (conn->reap_ev != NULL)
@@ -117,7 +157,7 @@ control_conn_free(struct conn *conn)
 		event_free(conn->resume_ev);
 	if (conn->idle_ev != NULL)
 		event_free(conn->idle_ev);
-	wait_conn_gone(conn);
+	peer_release(&conn->peer);
 	control_input -= conn->in_counted;
 	TAILQ_REMOVE(&control_conns, conn, entry);
 	if (conn->refused)
@@ -174,7 +214,7 @@ control_idle(evutil_socket_t fd, short what, void *arg)
 		control_conn_free(conn);
 		return;
 	}
-	if (conn->nwaiters > 0 || conn->pending != NULL || conn->parsing != NULL) {
+	if (conn->peer.nwaiters > 0 || conn->peer.pending != NULL || conn->parsing != NULL) {
 		control_idle_arm(conn);
 		return;
 	}
@@ -183,7 +223,7 @@ control_idle(evutil_socket_t fd, short what, void *arg)
 	control_conn_free(conn);
 }
 
-void
+static void
 control_send(struct conn *conn, const json_t *reply)
 {
 	struct evbuffer *out;
@@ -192,7 +232,7 @@ control_send(struct conn *conn, const json_t *reply)
 
 	if (conn == NULL || reply == NULL)
 		return;
-	if (conn->dropped || conn->peer_gone)
+	if (conn->dropped || conn->peer.gone)
 		return;
 	out = bufferevent_get_output(conn->bev);
 	if (evbuffer_get_length(out) > kgymd_config->max_reply_backlog) {
@@ -245,7 +285,7 @@ control_handle_parsed(struct conn *conn, int rc, struct request *req, json_t *id
 		return;
 	}
 	json_decref(id);
-	if (ops_dispatch(conn, req) > 0)
+	if (ops_dispatch(&conn->peer, req) > 0)
 		return;		/* ops.c goes on with it, and owns it */
 	stats_request(req->op, stats_now_us() - t0);
 	proto_request_clear(req);
@@ -356,7 +396,7 @@ control_linger(struct conn *conn)
 static bool
 control_busy(struct conn *conn)
 {
-	return conn->pending != NULL || conn->parsing != NULL || conn->nwaiters > 0 ||
+	return conn->peer.pending != NULL || conn->parsing != NULL || conn->peer.nwaiters > 0 ||
 	    evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0 ||
 	    evbuffer_get_length(bufferevent_get_input(conn->bev)) > 0;
 }
@@ -365,7 +405,7 @@ control_busy(struct conn *conn)
 static bool
 control_finish_if_done(struct conn *conn)
 {
-	if ((conn->peer_eof || conn->peer_gone) && !conn->linger && !control_busy(conn)) {
+	if ((conn->peer_eof || conn->peer.gone) && !conn->linger && !control_busy(conn)) {
 		control_conn_free(conn);
 		return true;
 	}
@@ -431,7 +471,7 @@ control_process(struct conn *conn)
 		control_account(conn);
 		return;
 	}
-	if (conn->pending != NULL || conn->parsing != NULL)
+	if (conn->peer.pending != NULL || conn->parsing != NULL)
 		return;		/* control_resume() brings us back */
 	while ((line = control_next_line(conn, &len, &too_long)) != NULL) {
 		control_handle_line(conn, line, len);
@@ -442,7 +482,7 @@ control_process(struct conn *conn)
 		control_account(conn);
 		if (control_finish_if_done(conn))
 			return;
-		if (conn->pending != NULL || conn->parsing != NULL || conn->linger)
+		if (conn->peer.pending != NULL || conn->parsing != NULL || conn->linger)
 			return;
 		if (stats_now_us() - t0 >= CONTROL_TURN_US) {
 			/* Our turn is over; the others' sockets first. */
@@ -470,7 +510,7 @@ control_process(struct conn *conn)
 		control_refuse_conn(conn, "busy", msg);
 	} else {
 		/* A client that stopped sending will never finish this line. */
-		if (conn->peer_eof || conn->peer_gone) {
+		if (conn->peer_eof || conn->peer.gone) {
 			evbuffer_drain(in, evbuffer_get_length(in));
 			control_account(conn);
 		}
@@ -498,7 +538,7 @@ control_resume_cb(evutil_socket_t fd, short what, void *arg)
 	control_process(arg);
 }
 
-void
+static void
 control_resume(struct conn *conn)
 {
 	control_idle_arm(conn);
@@ -549,8 +589,8 @@ control_event(struct bufferevent *bev, short what, void *arg)
 		 * event, so its waits go now (its tasks go on).  Lines it sent
 		 * before closing are still served: a submit still submits.
 		 */
-		conn->peer_gone = true;
-		wait_conn_gone(conn);
+		conn->peer.gone = true;
+		wait_peer_gone(&conn->peer);
 		evbuffer_drain(bufferevent_get_output(bev),
 		    evbuffer_get_length(bufferevent_get_output(bev)));
 	} else {
@@ -560,7 +600,7 @@ control_event(struct bufferevent *bev, short what, void *arg)
 		 */
 		conn->peer_eof = true;
 	}
-	if (!control_finish_if_done(conn) && conn->pending == NULL &&
+	if (!control_finish_if_done(conn) && conn->peer.pending == NULL &&
 	    evbuffer_get_length(bufferevent_get_input(bev)) > 0)
 		control_later(conn);
 }
@@ -574,7 +614,7 @@ control_conn_new(int fd, const struct ucred *cred, bool refused)
 		close(fd);
 		return NULL;
 	}
-	TAILQ_INIT(&conn->waiters);
+	peer_init(&conn->peer, &control_transport);
 	conn->bev = bufferevent_socket_new(kgymd_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (conn->bev == NULL) {
 		close(fd);
@@ -598,11 +638,11 @@ control_conn_new(int fd, const struct ucred *cred, bool refused)
 	}
 	conn->serial = ++control_serial;
 	conn->refused = refused;
-	conn->pid = cred->pid;
-	conn->uid = cred->uid;
-	conn->gid = cred->gid;
-	conn->admin = config_uid_admin(kgymd_config, cred->uid);
-	snprintf(conn->owner, sizeof conn->owner, "uid:%lu", (unsigned long)cred->uid);
+	conn->peer.pid = cred->pid;
+	conn->peer.uid = cred->uid;
+	conn->peer.gid = cred->gid;
+	conn->peer.admin = config_uid_admin(kgymd_config, cred->uid);
+	snprintf(conn->peer.owner, sizeof conn->peer.owner, "uid:%lu", (unsigned long)cred->uid);
 	TAILQ_INSERT_TAIL(&control_conns, conn, entry);
 	if (refused)
 		control_nrefused++;
@@ -695,7 +735,7 @@ control_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
 	bufferevent_enable(conn->bev, EV_READ | EV_WRITE);
 	control_idle_arm(conn);
 	log_debug("connection %llu: pid %ld uid %lu%s", (unsigned long long)conn->serial,
-	    (long)cred.pid, (unsigned long)cred.uid, conn->admin ? " (admin)" : "");
+	    (long)cred.pid, (unsigned long)cred.uid, conn->peer.admin ? " (admin)" : "");
 }
 
 /*
@@ -873,12 +913,6 @@ size_t
 control_connections(void)
 {
 	return control_nconns;
-}
-
-bool
-control_may_see(const struct conn *conn, const char *owner)
-{
-	return conn->admin || (owner != NULL && strcmp(owner, conn->owner) == 0);
 }
 
 size_t

@@ -1,7 +1,7 @@
 /*
  * host.c -- the table of host functions handed to plugins.
  *
- * Plugins link nothing of kgymd (DESIGN §6): everything they may ask of
+ * Plugins link nothing of kgymd (kgym-plugin(3)): everything they may ask of
  * the daemon is in this table, so the daemon's internals can change without
  * breaking a plugin as long as these functions keep their meaning.  A
  * `struct kgym_task` as plugins see it is kgymd's `struct task`.

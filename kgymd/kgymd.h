@@ -595,64 +595,76 @@ void	sched_on_idle(void (*cb)(void));
 json_t	*sched_error_result(const char *task_id, const char *error_code,
 	    const char *message);
 
-/* ----------------------------------------------------------------- wait.c */
+/* ----------------------------------------------------------------- peer.c */
 /*
- * Clients waiting for tasks to end (op wait, submit with wait).  A waiter
- * belongs to one connection and is dropped with it; the task is not.
- */
-
-struct conn;
-struct waiter;
-
-/*
- * Register interest in `ids` for `conn`, answering request `req_id`.
- * Terminal tasks are answered at once.  timeout_ms < 0: no timeout.
- * The final reply always carries done and pending; `final_done` (op wait)
- * adds not_found, which a submit with wait cannot have.
- */
-int	wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
-	    int64_t timeout_ms, bool final_done);
-/* A task reached a terminal state: tell its waiters. */
-void	wait_task_done(const char *id, enum task_state state, json_t *result);
-/* The connection is going away. */
-void	wait_conn_gone(struct conn *conn);
-size_t	wait_count(void);
-
-/* -------------------------------------------------------------- control.c */
-/*
- * The control socket: listener, connections, line framing, peer
- * credentials, size limits.  Requests are handed to ops_dispatch().
+ * A peer: whoever sent a request, whatever transport carried it.  The op
+ * handlers (ops.c) and the waits (wait.c) -- and through them the
+ * scheduler's end-of-task reports -- know peers only; a transport embeds a
+ * struct peer, fills in its identity and says how to reach it.  control.c's
+ * Unix-socket connections are one transport.  So nothing below the socket
+ * calls back into control.c (tests/unit/check_boundaries.sh keeps it so).
  */
 
 struct ops_pending;
-struct control_parse;
+struct waiter;
+struct peer;
 
-struct conn {
-	struct bufferevent *bev;
-	uint64_t serial;
+struct peer_transport {
+	/* Queue one reply or event line for the peer (does not steal). */
+	void	(*send)(struct peer *peer, const json_t *msg);
+	/* A request spread over loop turns has ended: take the peer's next one. */
+	void	(*resume)(struct peer *peer);
+};
+
+struct peer {
+	const struct peer_transport *transport;
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
 	bool admin;
 	char owner[KGYM_OWNER_MAX + 1];	/* "uid:N": who its tasks belong to */
-	bool refused;			/* refused at accept: only its error line */
-	bool closing;			/* close once the output is flushed */
-	bool linger;			/* refused (too_large, busy): half-close, discard input */
-	bool half_closed;
-	bool peer_eof;			/* the client stopped sending; close once answered */
-	bool peer_gone;			/* the client closed: no replies, no waits */
-	bool dropped;			/* too slow a reader: being freed by reap_ev */
-	struct event *reap_ev;		/* frees the connection from its own event */
-	struct event *resume_ev;	/* the next buffered line, on the next loop turn */
-	struct event *idle_ev;		/* idle_timeout */
-	size_t in_counted;		/* its input bytes counted in max_input_bytes */
-	size_t scanned;			/* input bytes known to hold no newline */
-	struct ops_pending *pending;	/* a request spread over loop turns (big submit) */
-	struct control_parse *parsing;	/* a long line being parsed off the loop */
+	bool gone;			/* the client went away: no replies, no waits */
+	struct ops_pending *pending;	/* ops.c's request spread over loop turns */
 	int nwaiters;
-	TAILQ_HEAD(, waiter) waiters;	/* wait.c's, dropped with the connection */
-	TAILQ_ENTRY(conn) entry;
+	TAILQ_HEAD(, waiter) waiters;	/* wait.c's, dropped with the peer */
 };
+
+/* A peer of `transport`, no identity yet (the transport fills it in). */
+void	peer_init(struct peer *peer, const struct peer_transport *transport);
+/* Queue one line for the peer (does not steal); nothing once it is gone. */
+void	peer_send(struct peer *peer, const json_t *msg);
+void	peer_resume(struct peer *peer);
+/* May this peer see a task of `owner`?  Admins see all; others their own. */
+bool	peer_may_see(const struct peer *peer, const char *owner);
+/* The transport lets go of the peer: its request in progress and its waiters go. */
+void	peer_release(struct peer *peer);
+
+/* ----------------------------------------------------------------- wait.c */
+/*
+ * Clients waiting for tasks to end (op wait, submit with wait).  A waiter
+ * belongs to one peer and is dropped with it; the task is not.
+ */
+
+/*
+ * Register interest in `ids` for `peer`, answering request `req_id`.
+ * Terminal tasks are answered at once.  timeout_ms < 0: no timeout.
+ * The final reply always carries done and pending; `final_done` (op wait)
+ * adds not_found, which a submit with wait cannot have.
+ */
+int	wait_add(struct peer *peer, json_t *req_id, const char **ids, size_t nids,
+	    int64_t timeout_ms, bool final_done);
+/* A task reached a terminal state: tell its waiters. */
+void	wait_task_done(const char *id, enum task_state state, json_t *result);
+/* The peer is going away. */
+void	wait_peer_gone(struct peer *peer);
+size_t	wait_count(void);
+
+/* -------------------------------------------------------------- control.c */
+/*
+ * The control socket: listener, connections, line framing, peer
+ * credentials, size limits.  Each connection is a peer (peer.c) whose
+ * requests go to ops_dispatch().
+ */
 
 int	control_listen(const char *path, int mode, char **ret_cause);
 /* Adopt a socket passed by systemd (LISTEN_FDS). */
@@ -664,13 +676,7 @@ void	control_free_all(void);
  * once its output is sent, and call `done` when none is left.
  */
 void	control_flush_and_close(void (*done)(void));
-/* Queue one reply (does not steal). */
-void	control_send(struct conn *conn, const json_t *reply);
-/* ops.c's request spread over loop turns has ended: read the next line. */
-void	control_resume(struct conn *conn);
 size_t	control_connections(void);
-/* May this client see a task of `owner`?  Admins see all; others their own. */
-bool	control_may_see(const struct conn *conn, const char *owner);
 /* Unfinished input held for all connections (max_input_bytes). */
 size_t	control_input_bytes(void);
 
@@ -678,14 +684,14 @@ size_t	control_input_bytes(void);
 /* The op handlers (one per protocol op) and their permission table. */
 
 /*
- * Answer one request: 0 when it is answered; 1 when it goes on over later
- * loop turns (a big submit, stored in slices so that no request holds the
- * loop): ops.c then owns *req, the connection reads no further line, and
- * ops.c calls control_resume() once the reply is sent.
+ * Answer one request of `peer`: 0 when it is answered; 1 when it goes on
+ * over later loop turns (a big submit, stored in slices so that no request
+ * holds the loop): ops.c then owns *req, the peer should send no further
+ * request meanwhile, and ops.c calls peer_resume() once the reply is sent.
  */
-int	ops_dispatch(struct conn *conn, struct request *req);
-/* The connection is going away: abandon its request in progress. */
-void	ops_pending_free(struct conn *conn);
+int	ops_dispatch(struct peer *peer, struct request *req);
+/* The peer is going away: abandon its request in progress. */
+void	ops_pending_free(struct peer *peer);
 
 /* ---------------------------------------------------------------- stats.c */
 /* Counters and latency histograms for `stats` and sd_notify STATUS=. */

@@ -9,7 +9,7 @@
  * shutdown_grace seconds to end and are then requeued for the next start.
  *
  * The daemon never initialises CUDA: GPU work happens in fork+exec'd
- * workers (DESIGN §2).
+ * workers (ARCHITECTURE.md, "Processes").
  */
 #include "config.h"
 

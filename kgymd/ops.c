@@ -26,16 +26,16 @@
 #define OPS_SLICE_US		100
 
 struct ops_entry {
-	void (*handler)(struct conn *, struct request *, json_t *reply);
+	void (*handler)(struct peer *, struct request *, json_t *reply);
 	bool admin;
 };
 
 static void
-ops_error(struct conn *conn, struct request *req, const char *code, const char *fmt, ...)
+ops_error(struct peer *peer, struct request *req, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static void
-ops_error(struct conn *conn, struct request *req, const char *code, const char *fmt, ...)
+ops_error(struct peer *peer, struct request *req, const char *code, const char *fmt, ...)
 {
 	char message[768];
 	json_t *reply;
@@ -45,14 +45,14 @@ ops_error(struct conn *conn, struct request *req, const char *code, const char *
 	vsnprintf(message, sizeof message, fmt, ap);
 	va_end(ap);
 	reply = proto_reply_error(req->id, code, message);
-	control_send(conn, reply);
+	peer_send(peer, reply);
 	json_decref(reply);
 }
 
 static void
-ops_bad(struct conn *conn, struct request *req, const struct proto_error *err)
+ops_bad(struct peer *peer, struct request *req, const struct proto_error *err)
 {
-	ops_error(conn, req, err->code, "%s", err->message);
+	ops_error(peer, req, err->code, "%s", err->message);
 }
 
 static json_t *
@@ -68,14 +68,14 @@ ops_plugin_names(void)
 }
 
 static void
-ops_hello(struct conn *conn, struct request *req, json_t *reply)
+ops_hello(struct peer *peer, struct request *req, json_t *reply)
 {
 	json_object_set_new(reply, "daemon", json_string("kgymd"));
 	json_object_set_new(reply, "version", json_string(PACKAGE_VERSION));
 	json_object_set_new(reply, "protocol", json_pack("[i]", KGYM_PROTOCOL_VERSION));
 	json_object_set_new(reply, "plugins", ops_plugin_names());
-	json_object_set_new(reply, "admin", json_boolean(conn->admin));
-	control_send(conn, reply);
+	json_object_set_new(reply, "admin", json_boolean(peer->admin));
+	peer_send(peer, reply);
 }
 
 /* Check one task of a submit: shape, workflow, and the plugin's own validation. */
@@ -123,7 +123,7 @@ ops_rejection(size_t index, const char *code, const char *message)
 static const struct timeval ops_next_turn = { 0, 0 };
 
 struct ops_pending {
-	struct conn *conn;		/* NULL once the connection is gone */
+	struct peer *peer;		/* NULL once the peer is gone */
 	struct request req;		/* owned */
 	json_t *reply, *accepted, *rejected;
 	json_t *fresh;			/* the accepted entry of each batch row */
@@ -155,14 +155,14 @@ ops_pending_destroy(struct ops_pending *p)
 }
 
 void
-ops_pending_free(struct conn *conn)
+ops_pending_free(struct peer *peer)
 {
-	struct ops_pending *p = conn->pending;
+	struct ops_pending *p = peer->pending;
 
-	conn->pending = NULL;
+	peer->pending = NULL;
 	if (p != NULL && p->committing) {
 		/* The writer holds its batch: the completion frees it, telling no one. */
-		p->conn = NULL;
+		p->peer = NULL;
 		return;
 	}
 	ops_pending_destroy(p);
@@ -192,7 +192,7 @@ ops_submit_slice(struct ops_pending *p)
 			continue;
 		}
 		owner = NULL;
-		error = sched_submit(p->batch, &spec, p->conn->owner, id, sizeof id, &state,
+		error = sched_submit(p->batch, &spec, p->peer->owner, id, sizeof id, &state,
 		    &existing, &owner, &cause);
 		if (error == -ENOSPC) {
 			json_array_append_new(p->rejected, ops_rejection(i, "queue_full",
@@ -200,7 +200,7 @@ ops_submit_slice(struct ops_pending *p)
 		} else if (error < 0) {
 			json_array_append_new(p->rejected, ops_rejection(i, "internal",
 			    cause != NULL ? cause : strerror(-error)));
-		} else if (existing && !control_may_see(p->conn, owner)) {
+		} else if (existing && !peer_may_see(p->peer, owner)) {
 			/* Another client's id: neither its state nor its result is ours. */
 			snprintf(msg, sizeof msg, "task_id '%s' belongs to another client", id);
 			json_array_append_new(p->rejected, ops_rejection(i, "forbidden", msg));
@@ -224,49 +224,49 @@ ops_submit_slice(struct ops_pending *p)
 static void
 ops_submit_finish(struct ops_pending *p)
 {
-	struct conn *conn = p->conn;
+	struct peer *peer = p->peer;
 	const char **wait_ids = NULL;
 	const json_t *a;
 	size_t i, nwait = 0;
 
 	/* The store failed before anything was accepted: the request failed. */
 	if (p->store_failure != NULL && json_array_size(p->accepted) == 0) {
-		ops_error(conn, &p->req, "internal", "%s", p->store_failure);
+		ops_error(peer, &p->req, "internal", "%s", p->store_failure);
 		return;
 	}
 	json_object_set(p->reply, "accepted", p->accepted);
 	json_object_set(p->reply, "rejected", p->rejected);
-	control_send(conn, p->reply);
+	peer_send(peer, p->reply);
 	if (!p->wait)
 		return;
 	if (json_array_size(p->accepted) > 0 &&
 	    (wait_ids = calloc(json_array_size(p->accepted), sizeof *wait_ids)) == NULL) {
-		ops_error(conn, &p->req, "internal", "cannot register the wait");
+		ops_error(peer, &p->req, "internal", "cannot register the wait");
 		return;
 	}
 	for (i = 0; i < json_array_size(p->accepted); i++) {
 		a = json_array_get(p->accepted, i);
 		wait_ids[nwait++] = json_string_value(json_object_get(a, "task_id"));
 	}
-	if (wait_add(conn, p->req.id, wait_ids, nwait, -1, false) < 0)
-		ops_error(conn, &p->req, "internal", "cannot register the wait");
+	if (wait_add(peer, p->req.id, wait_ids, nwait, -1, false) < 0)
+		ops_error(peer, &p->req, "internal", "cannot register the wait");
 	free(wait_ids);
 }
 
-/* Reply, and let the connection read its next request. */
+/* Reply, and let the peer send its next request. */
 static void
 ops_submit_end(struct ops_pending *p)
 {
-	struct conn *conn = p->conn;
+	struct peer *peer = p->peer;
 
-	if (conn != NULL) {
+	if (peer != NULL) {
 		ops_submit_finish(p);
 		stats_request(OP_SUBMIT, stats_now_us() - p->t0);
-		conn->pending = NULL;
+		peer->pending = NULL;
 	}
 	ops_pending_destroy(p);
-	if (conn != NULL)
-		control_resume(conn);
+	if (peer != NULL)
+		peer_resume(peer);
 }
 
 /* Move the accepted entries marked "_drop" out of the accepted list. */
@@ -297,7 +297,7 @@ ops_submit_committed(struct sched_batch *b, int error, void *arg)
 	json_t *a;
 
 	p->committing = false;
-	if (p->conn == NULL) {
+	if (p->peer == NULL) {
 		ops_pending_destroy(p);
 		return;
 	}
@@ -310,7 +310,7 @@ ops_submit_committed(struct sched_batch *b, int error, void *arg)
 		} else if (!sched_batch_dup(b, k)) {
 			continue;
 		} else if (sched_find(id, &state, &owner) == 0 &&
-		    control_may_see(p->conn, owner)) {
+		    peer_may_see(p->peer, owner)) {
 			/* Another submit of this id got there first: that one stands. */
 			json_object_set_new(a, "existing", json_true());
 			json_object_set_new(a, "state", json_string(proto_state_name(state)));
@@ -348,7 +348,7 @@ ops_submit_continue(evutil_socket_t fd, short what, void *arg)
 }
 
 static int
-ops_submit(struct conn *conn, struct request *req, json_t *reply)
+ops_submit(struct peer *peer, struct request *req, json_t *reply)
 {
 	struct proto_error err = { 0 };
 	json_t *one = json_object_get(req->root, "task"), *many = NULL;
@@ -358,27 +358,27 @@ ops_submit(struct conn *conn, struct request *req, json_t *reply)
 
 	if (proto_get_array(req->root, "tasks", false, &many, &err) < 0 ||
 	    proto_get_bool(req->root, "wait", false, &wait, &err) < 0) {
-		ops_bad(conn, req, &err);
+		ops_bad(peer, req, &err);
 		return 0;
 	}
 	if ((one == NULL) == (many == NULL)) {
-		ops_error(conn, req, "bad_request",
+		ops_error(peer, req, "bad_request",
 		    "give exactly one of the fields 'task' (an object) or 'tasks' (an array)");
 		return 0;
 	}
 	if (one != NULL && !json_is_object(one)) {
-		ops_error(conn, req, "bad_request", "field 'task': expected an object");
+		ops_error(peer, req, "bad_request", "field 'task': expected an object");
 		return 0;
 	}
 	n = one != NULL ? 1 : json_array_size(many);
 	if (n > (size_t)kgymd_config->max_batch_tasks) {
-		ops_error(conn, req, "bad_request",
+		ops_error(peer, req, "bad_request",
 		    "field 'tasks': %zu tasks exceed max_batch_tasks (%d)", n,
 		    kgymd_config->max_batch_tasks);
 		return 0;
 	}
 	if (kgymd_draining()) {
-		ops_error(conn, req, "draining",
+		ops_error(peer, req, "draining",
 		    "the daemon is draining or stopping and accepts no new tasks");
 		return 0;
 	}
@@ -389,10 +389,10 @@ ops_submit(struct conn *conn, struct request *req, json_t *reply)
 			sched_batch_free(p->batch);
 			free(p);
 		}
-		ops_error(conn, req, "internal", "out of memory");
+		ops_error(peer, req, "internal", "out of memory");
 		return 0;
 	}
-	p->conn = conn;
+	p->peer = peer;
 	p->req = *req;			/* borrowed until it goes on */
 	p->reply = json_incref(reply);
 	p->accepted = json_array();
@@ -412,18 +412,18 @@ ops_submit(struct conn *conn, struct request *req, json_t *reply)
 	}
 	/* The rest of the checks, and the commit, from the loop's next turns. */
 	memset(req, 0, sizeof *req);	/* ours now */
-	conn->pending = p;
+	peer->pending = p;
 	evtimer_add(p->ev, &ops_next_turn);
 	return 1;
 }
 
 static int
-ops_task_id(struct conn *conn, struct request *req, const char **ret_id)
+ops_task_id(struct peer *peer, struct request *req, const char **ret_id)
 {
 	struct proto_error err = { 0 };
 
 	if (proto_get_string(req->root, "task_id", true, ret_id, &err) < 0) {
-		ops_bad(conn, req, &err);
+		ops_bad(peer, req, &err);
 		return -EINVAL;
 	}
 	return 0;
@@ -449,31 +449,31 @@ ops_row_fields(json_t *o, const struct store_row *row)
 }
 
 static int
-ops_get_row(struct conn *conn, struct request *req, const char *id,
+ops_get_row(struct peer *peer, struct request *req, const char *id,
     struct store_row **ret_row)
 {
 	int error = store_get(kgymd_store, id, ret_row);
 
 	/* Another client's task is not found: its existence is not ours to learn. */
-	if (error == 0 && !control_may_see(conn, (*ret_row)->owner)) {
+	if (error == 0 && !peer_may_see(peer, (*ret_row)->owner)) {
 		store_row_free(*ret_row);
 		error = -ENOENT;
 	}
 	if (error == -ENOENT)
-		ops_error(conn, req, "not_found", "no task with task_id '%.128s'", id);
+		ops_error(peer, req, "not_found", "no task with task_id '%.128s'", id);
 	else if (error < 0)
-		ops_error(conn, req, "internal", "the task store failed: %s", strerror(-error));
+		ops_error(peer, req, "internal", "the task store failed: %s", strerror(-error));
 	return error;
 }
 
 static void
-ops_status(struct conn *conn, struct request *req, json_t *reply)
+ops_status(struct peer *peer, struct request *req, json_t *reply)
 {
 	struct store_row *row;
 	struct task *task;
 	const char *id;
 
-	if (ops_task_id(conn, req, &id) < 0 || ops_get_row(conn, req, id, &row) < 0)
+	if (ops_task_id(peer, req, &id) < 0 || ops_get_row(peer, req, id, &row) < 0)
 		return;
 	/*
 	 * A cancel is answered "cancelled" at once, while the writer commits
@@ -485,18 +485,18 @@ ops_status(struct conn *conn, struct request *req, json_t *reply)
 		row->state = TASK_CANCELLED;
 	ops_row_fields(reply, row);
 	store_row_free(row);
-	control_send(conn, reply);
+	peer_send(peer, reply);
 }
 
 static void
-ops_result(struct conn *conn, struct request *req, json_t *reply)
+ops_result(struct peer *peer, struct request *req, json_t *reply)
 {
 	struct store_row *row;
 	struct task *task;
 	const char *id;
 	json_t *result;
 
-	if (ops_task_id(conn, req, &id) < 0 || ops_get_row(conn, req, id, &row) < 0)
+	if (ops_task_id(peer, req, &id) < 0 || ops_get_row(peer, req, id, &row) < 0)
 		return;
 	/*
 	 * A cancel is answered "cancelled" at once, and status says so while
@@ -510,11 +510,11 @@ ops_result(struct conn *conn, struct request *req, json_t *reply)
 		json_object_set_new(reply, "state", json_string(proto_state_name(TASK_CANCELLED)));
 		json_object_set(reply, "result", task->result);
 		store_row_free(row);
-		control_send(conn, reply);
+		peer_send(peer, reply);
 		return;
 	}
 	if (!proto_state_terminal(row->state) || row->result == NULL) {
-		ops_error(conn, req, "not_ready", "task '%s' is %s; its result is not ready",
+		ops_error(peer, req, "not_ready", "task '%s' is %s; its result is not ready",
 		    id, proto_state_name(row->state));
 		store_row_free(row);
 		return;
@@ -524,11 +524,11 @@ ops_result(struct conn *conn, struct request *req, json_t *reply)
 	json_object_set_new(reply, "state", json_string(proto_state_name(row->state)));
 	json_object_set_new(reply, "result", result != NULL ? result : json_null());
 	store_row_free(row);
-	control_send(conn, reply);
+	peer_send(peer, reply);
 }
 
 static void
-ops_wait(struct conn *conn, struct request *req, json_t *reply)
+ops_wait(struct peer *peer, struct request *req, json_t *reply)
 {
 	struct proto_error err = { 0 };
 	json_t *ids = NULL, *v;
@@ -539,66 +539,66 @@ ops_wait(struct conn *conn, struct request *req, json_t *reply)
 	if (proto_get_array(req->root, "task_ids", true, &ids, &err) < 0 ||
 	    proto_get_int(req->root, "timeout_ms", false, 0, INT64_C(86400000) * 365,
 	    &timeout, &err) < 0)
-		return ops_bad(conn, req, &err);
+		return ops_bad(peer, req, &err);
 	n = json_array_size(ids);
 	if (n > OPS_WAIT_MAX_IDS)
-		return ops_error(conn, req, "bad_request",
+		return ops_error(peer, req, "bad_request",
 		    "field 'task_ids': at most %d ids per wait", OPS_WAIT_MAX_IDS);
 	if ((list = calloc(n + 1, sizeof *list)) == NULL)
-		return ops_error(conn, req, "internal", "out of memory");
+		return ops_error(peer, req, "internal", "out of memory");
 	for (i = 0; i < n; i++) {
 		v = json_array_get(ids, i);
 		if (!json_is_string(v)) {
 			free(list);
-			return ops_error(conn, req, "bad_request",
+			return ops_error(peer, req, "bad_request",
 			    "field 'task_ids': element %zu is not a string", i);
 		}
 		list[i] = json_string_value(v);
 	}
-	if (wait_add(conn, req->id, list, n, timeout, true) < 0)
-		ops_error(conn, req, "internal", "cannot register the wait");
+	if (wait_add(peer, req->id, list, n, timeout, true) < 0)
+		ops_error(peer, req, "internal", "cannot register the wait");
 	free(list);
 }
 
 /* May this client see (and cancel) task `id`?  Unknown ids say yes: sched says not_found. */
 static bool
-ops_task_visible(struct conn *conn, const char *id)
+ops_task_visible(struct peer *peer, const char *id)
 {
 	struct store_row *row = NULL;
 	struct task *task;
 	bool visible;
 
-	if (conn->admin)
+	if (peer->admin)
 		return true;
 	if ((task = task_index_find(id)) != NULL)
-		return control_may_see(conn, task->owner);
+		return peer_may_see(peer, task->owner);
 	if (store_get(kgymd_store, id, &row) < 0)
 		return true;
-	visible = control_may_see(conn, row->owner);
+	visible = peer_may_see(peer, row->owner);
 	store_row_free(row);
 	return visible;
 }
 
 static void
-ops_cancel(struct conn *conn, struct request *req, json_t *reply)
+ops_cancel(struct peer *peer, struct request *req, json_t *reply)
 {
 	enum task_state state;
 	const char *id;
 	int error;
 
-	if (ops_task_id(conn, req, &id) < 0)
+	if (ops_task_id(peer, req, &id) < 0)
 		return;
-	if (!ops_task_visible(conn, id))
-		return ops_error(conn, req, "not_found", "no task with task_id '%.128s'", id);
+	if (!ops_task_visible(peer, id))
+		return ops_error(peer, req, "not_found", "no task with task_id '%.128s'", id);
 	error = sched_cancel(id, &state);
 	if (error == -ENOENT)
-		return ops_error(conn, req, "not_found", "no task with task_id '%.128s'", id);
+		return ops_error(peer, req, "not_found", "no task with task_id '%.128s'", id);
 	if (error < 0 && error != -EALREADY)
-		return ops_error(conn, req, "internal", "cancel failed: %s", strerror(-error));
+		return ops_error(peer, req, "internal", "cancel failed: %s", strerror(-error));
 	json_object_set_new(reply, "task_id", json_string(id));
 	json_object_set_new(reply, "state", json_string(proto_state_name(state)));
 	json_object_set_new(reply, "cancelled", json_boolean(error == 0));
-	control_send(conn, reply);
+	peer_send(peer, reply);
 }
 
 struct ops_list_page {
@@ -625,7 +625,7 @@ ops_list_row(const struct store_row *row, void *arg)
  * Admins list every task; any other client its own.
  */
 static void
-ops_list(struct conn *conn, struct request *req, json_t *reply)
+ops_list(struct peer *peer, struct request *req, json_t *reply)
 {
 	struct proto_error err = { 0 };
 	struct ops_list_page page = { 0 };
@@ -636,36 +636,36 @@ ops_list(struct conn *conn, struct request *req, json_t *reply)
 	if (proto_get_string(req->root, "state", false, &state_name, &err) < 0 ||
 	    proto_get_int(req->root, "limit", false, 1, OPS_LIST_MAX, &limit, &err) < 0 ||
 	    proto_get_int(req->root, "before", false, 1, INT64_MAX, &before, &err) < 0)
-		return ops_bad(conn, req, &err);
+		return ops_bad(peer, req, &err);
 	if (state_name != NULL && (state = proto_state_parse(state_name)) < 0)
-		return ops_error(conn, req, "bad_request",
+		return ops_error(peer, req, "bad_request",
 		    "field 'state': expected queued, running, completed, failed or cancelled, got '%.32s'",
 		    state_name);
 	page.tasks = json_array();
-	if (store_list(kgymd_store, state, conn->admin ? NULL : conn->owner, before,
+	if (store_list(kgymd_store, state, peer->admin ? NULL : peer->owner, before,
 	    (int)limit, ops_list_row, &page) < 0) {
 		json_decref(page.tasks);
-		return ops_error(conn, req, "internal", "the task store failed to list tasks");
+		return ops_error(peer, req, "internal", "the task store failed to list tasks");
 	}
 	json_object_set_new(reply, "next", json_array_size(page.tasks) == (size_t)limit ?
 	    json_integer(page.last_seq) : json_null());
 	json_object_set_new(reply, "tasks", page.tasks);
-	control_send(conn, reply);
+	peer_send(peer, reply);
 }
 
 static void
-ops_workers(struct conn *conn, struct request *req, json_t *reply)
+ops_workers(struct peer *peer, struct request *req, json_t *reply)
 {
 	json_t *pool = pool_describe();
 
 	json_object_update(reply, pool);
 	json_decref(pool);
 	json_object_set_new(reply, "workers_per_gpu", json_integer(kgymd_config->workers_per_gpu));
-	control_send(conn, reply);
+	peer_send(peer, reply);
 }
 
 static void
-ops_health(struct conn *conn, struct request *req, json_t *reply)
+ops_health(struct peer *peer, struct request *req, json_t *reply)
 {
 	const char *status = "healthy";
 
@@ -674,11 +674,11 @@ ops_health(struct conn *conn, struct request *req, json_t *reply)
 	json_object_set_new(reply, "status", json_string(status));
 	json_object_set_new(reply, "queued", json_integer((json_int_t)sched_queued()));
 	json_object_set_new(reply, "running", json_integer((json_int_t)sched_running()));
-	control_send(conn, reply);
+	peer_send(peer, reply);
 }
 
 static void
-ops_plugins(struct conn *conn, struct request *req, json_t *reply)
+ops_plugins(struct peer *peer, struct request *req, json_t *reply)
 {
 	const struct plugin_refusal_list *refused = plugin_refused();
 	const struct plugin_refusal *r;
@@ -689,35 +689,35 @@ ops_plugins(struct conn *conn, struct request *req, json_t *reply)
 		    "reason", r->reason));
 	json_object_set_new(reply, "plugins", plugin_describe());
 	json_object_set_new(reply, "refused", list);
-	control_send(conn, reply);
+	peer_send(peer, reply);
 }
 
 static void
-ops_stats(struct conn *conn, struct request *req, json_t *reply)
+ops_stats(struct peer *peer, struct request *req, json_t *reply)
 {
 	json_t *stats = stats_describe();
 
 	json_object_update(reply, stats);
 	json_decref(stats);
-	control_send(conn, reply);
+	peer_send(peer, reply);
 }
 
 static void
-ops_drain(struct conn *conn, struct request *req, json_t *reply)
+ops_drain(struct peer *peer, struct request *req, json_t *reply)
 {
-	log_info("drain requested by uid %lu", (unsigned long)conn->uid);
+	log_info("drain requested by uid %lu", (unsigned long)peer->uid);
 	kgymd_drain();
 	json_object_set_new(reply, "draining", json_true());
 	json_object_set_new(reply, "queued", json_integer((json_int_t)sched_queued()));
 	json_object_set_new(reply, "running", json_integer((json_int_t)sched_running()));
-	control_send(conn, reply);
+	peer_send(peer, reply);
 }
 
 static void
-ops_shutdown(struct conn *conn, struct request *req, json_t *reply)
+ops_shutdown(struct peer *peer, struct request *req, json_t *reply)
 {
 	json_object_set_new(reply, "stopping", json_true());
-	control_send(conn, reply);
+	peer_send(peer, reply);
 	kgymd_shutdown("shutdown requested by a client");
 }
 
@@ -738,23 +738,23 @@ static const struct ops_entry ops_table[OP__COUNT] = {
 };
 
 int
-ops_dispatch(struct conn *conn, struct request *req)
+ops_dispatch(struct peer *peer, struct request *req)
 {
 	const struct ops_entry *e = &ops_table[req->op];
 	json_t *reply;
 	int more = 0;
 
-	if (e->admin && !conn->admin) {
-		ops_error(conn, req, "forbidden", "op '%s' is for admin peers (admin_uids); uid %lu is not one",
-		    proto_op_name(req->op), (unsigned long)conn->uid);
+	if (e->admin && !peer->admin) {
+		ops_error(peer, req, "forbidden", "op '%s' is for admin peers (admin_uids); uid %lu is not one",
+		    proto_op_name(req->op), (unsigned long)peer->uid);
 		return 0;
 	}
 	if ((reply = proto_reply_ok(req->id)) == NULL)
 		return 0;
 	if (req->op == OP_SUBMIT)
-		more = ops_submit(conn, req, reply);
+		more = ops_submit(peer, req, reply);
 	else
-		e->handler(conn, req, reply);
+		e->handler(peer, req, reply);
 	json_decref(reply);
 	return more;
 }

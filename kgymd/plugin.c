@@ -1,7 +1,7 @@
 /*
  * plugin.c -- the plugin loader.
  *
- * kgymd extends itself only through plugins (DESIGN §6): shared objects
+ * kgymd extends itself only through plugins (kgym-plugin(3)): shared objects
  * that export one `const struct kgym_plugin` (include/kgym/plugin.h).  This
  * file finds them in plugin_dir, decides whether each may be trusted and
  * understood, and keeps the list of the ones that were.  Everything else in

@@ -220,8 +220,14 @@ stats_describe(void)
 	json_object_set_new(o, "throughput_per_min", json_integer((json_int_t)last_minute));
 	json_object_set_new(o, "queue_depth", json_integer((json_int_t)sched_queued()));
 	json_object_set_new(o, "running", json_integer((json_int_t)sched_running()));
+	/*
+	 * cycle: control.c reports each request's latency here, and stats
+	 * reads back two of its gauges -- plain counters, no callback, so the
+	 * two never call each other in one chain.
+	 */
 	json_object_set_new(o, "connections", json_integer((json_int_t)control_connections()));
-	json_object_set_new(o, "input_bytes", json_integer((json_int_t)control_input_bytes()));
+	json_object_set_new(o, "input_bytes",
+	    json_integer((json_int_t)control_input_bytes()));	/* cycle: as above */
 	json_object_set_new(o, "waiters", json_integer((json_int_t)wait_count()));
 	json_object_set_new(o, "requests", requests);
 	json_object_set_new(o, "latency_ms", json_pack("{s:o, s:o, s:o}",

@@ -1,13 +1,14 @@
 /*
  * wait.c -- clients waiting for tasks to end.
  *
- * A waiter is one request (op wait, or submit with "wait":true) on one
- * connection, watching a set of task ids.  Each watched id that is still
- * live hangs in a tsearch(3) tree keyed by task id, so a finishing task
- * finds its waiters without scanning.  When a task ends its waiters get an
+ * A waiter is one request (op wait, or submit with "wait":true) of one peer
+ * (a client, whatever transport carries its lines: struct peer), watching a
+ * set of task ids.  Each watched id that is still live hangs in a tsearch(3)
+ * tree keyed by task id, so a finishing task finds its waiters without
+ * scanning.  When a task ends its waiters get an
  * event line each; when the last id of a waiter is answered (or its
  * timeout fires) the waiter sends its final reply and goes away.  Waiters
- * die with their connection; the tasks they watch do not.
+ * die with their peer; the tasks they watch do not.
  */
 #include "config.h"
 
@@ -37,7 +38,7 @@ struct watch_node {
 };
 
 struct waiter {
-	struct conn *conn;
+	struct peer *peer;
 	json_t *req_id;
 	struct watch *watches;
 	size_t nwatches;
@@ -45,7 +46,7 @@ struct waiter {
 	json_t *not_found;
 	bool final_done;
 	struct event *timeout;
-	TAILQ_ENTRY(waiter) entry;	/* in its connection's list */
+	TAILQ_ENTRY(waiter) entry;	/* in its peer's list */
 };
 
 static void *watch_root;
@@ -142,8 +143,8 @@ waiter_free(struct waiter *wt)
 		event_free(wt->timeout);
 	json_decref(wt->req_id);
 	json_decref(wt->not_found);
-	TAILQ_REMOVE(&wt->conn->waiters, wt, entry);
-	wt->conn->nwaiters--;
+	TAILQ_REMOVE(&wt->peer->waiters, wt, entry);
+	wt->peer->nwaiters--;
 	nwaiters--;
 	free(wt);
 }
@@ -163,7 +164,7 @@ waiter_final(struct waiter *wt)
 	json_object_set_new(reply, "pending", pending);
 	if (wt->final_done)
 		json_object_set(reply, "not_found", wt->not_found);
-	control_send(wt->conn, reply);
+	peer_send(wt->peer, reply);
 	json_decref(reply);
 	waiter_free(wt);
 }
@@ -179,7 +180,7 @@ waiter_send_event(struct waiter *wt, const char *id, enum task_state state, json
 {
 	json_t *ev = proto_event_result(wt->req_id, id, state, result);
 
-	control_send(wt->conn, ev);
+	peer_send(wt->peer, ev);
 	json_decref(ev);
 }
 
@@ -191,7 +192,7 @@ waiter_answer_from_store(struct waiter *wt, struct watch *w)
 	json_t *result;
 
 	if (store_get(kgymd_store, w->id, &row) < 0 ||
-	    !control_may_see(wt->conn, row->owner)) {
+	    !peer_may_see(wt->peer, row->owner)) {
 		/* Unknown, or another client's: the same answer. */
 		store_row_free(row);
 		json_array_append_new(wt->not_found, json_string(w->id));
@@ -212,7 +213,7 @@ waiter_answer_from_store(struct waiter *wt, struct watch *w)
 }
 
 int
-wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
+wait_add(struct peer *peer, json_t *req_id, const char **ids, size_t nids,
     int64_t timeout_ms, bool final_done)
 {
 	struct waiter *wt;
@@ -221,7 +222,7 @@ wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
 	size_t i;
 
 	/* A client that has closed its socket hears nothing: no waiter. */
-	if (conn->peer_gone)
+	if (peer->gone)
 		return 0;
 	if ((wt = calloc(1, sizeof *wt)) == NULL)
 		return -ENOMEM;
@@ -229,12 +230,12 @@ wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
 		free(wt);
 		return -ENOMEM;
 	}
-	wt->conn = conn;
+	wt->peer = peer;
 	wt->req_id = req_id != NULL ? json_incref(req_id) : json_null();
 	wt->not_found = json_array();
 	wt->final_done = final_done;
-	TAILQ_INSERT_TAIL(&conn->waiters, wt, entry);
-	conn->nwaiters++;
+	TAILQ_INSERT_TAIL(&peer->waiters, wt, entry);
+	peer->nwaiters++;
 	nwaiters++;
 
 	for (i = 0; i < nids; i++) {
@@ -244,7 +245,7 @@ wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
 		if ((w->id = strdup(ids[i])) == NULL)
 			goto oom;
 		live = task_index_find(w->id);
-		if (live != NULL && !control_may_see(conn, live->owner)) {
+		if (live != NULL && !peer_may_see(peer, live->owner)) {
 			json_array_append_new(wt->not_found, json_string(w->id));
 			w->done = true;
 			continue;
@@ -301,11 +302,11 @@ wait_task_done(const char *id, enum task_state state, json_t *result)
 }
 
 void
-wait_conn_gone(struct conn *conn)
+wait_peer_gone(struct peer *peer)
 {
 	struct waiter *wt;
 
-	while ((wt = TAILQ_FIRST(&conn->waiters)) != NULL)
+	while ((wt = TAILQ_FIRST(&peer->waiters)) != NULL)
 		waiter_free(wt);
 }
 

@@ -3,7 +3,7 @@
 
 Each problem lives in examples/native/<problem>/: its CUDA C sources
 (reference.cu and one .cu per solution variant) and problem.json, which
-holds the problem part of the native payload (DESIGN §5) with
+holds the problem part of the native payload (kgymd-protocol(7), "Native tasks") with
 "source_file" where the payload has "source", and the launch plan of every
 solution.  The sources stay readable as .cu files; this script inlines them
 into complete kgymd task files, one per solution:

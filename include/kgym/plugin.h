@@ -155,7 +155,7 @@ struct kgym_host {
 
 	/*
 	 * End the task.  `result` (steals the reference) is the result object
-	 * of DESIGN §5; the host adds task_id and metadata it owns (queue_ms,
+	 * of kgymd-protocol(7), RESULTS; the host adds task_id and metadata it owns (queue_ms,
 	 * run_ms, attempt) and derives the task's terminal state from
 	 * result.status ("completed" or "failed").  After this returns the task
 	 * handle is invalid.  0 or -errno.

@@ -4,9 +4,10 @@
  * A GPU worker initialises CUDA before it enters the sandbox: the driver
  * opens its device nodes, starts its threads and connects to the MPS
  * control socket at that point, none of which the sandbox allows later
- * (DESIGN §2, measured).  It keeps the primary context retained for its whole
- * life, so backends that use it find the driver ready, and reports the
- * device's name and memory to the parent, which never opens CUDA itself.
+ * (measured: ARCHITECTURE.md, "What the GPU machine taught").  It keeps the
+ * primary context retained for its whole life, so backends that use it find
+ * the driver ready, and reports the device's name and memory to the parent,
+ * which never opens CUDA itself.
  *
  * libcuda is loaded with dlopen: the worker builds and runs without a CUDA
  * toolkit, and a machine without a GPU simply reports none.

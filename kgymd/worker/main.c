@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "kgymd.h"
-#include "sandbox.h"
+#include "kgym/sandbox.h"
 #include "worker.h"
 
 struct config *kgymd_config;
@@ -84,6 +84,23 @@ worker_die(const char *fmt, ...)
 	json_decref(o);
 	log_errorx("%s", msg);
 	_exit(1);
+}
+
+/* The sandbox library's messages, into the worker's log (to the parent). */
+static void
+worker_sandbox_log(enum sandbox_log_level level, const char *msg, void *arg)
+{
+	switch (level) {
+	case SANDBOX_LOG_DEBUG:
+		log_debug("%s", msg);
+		break;
+	case SANDBOX_LOG_INFO:
+		log_info("%s", msg);
+		break;
+	default:
+		log_warnx("%s", msg);
+		break;
+	}
 }
 
 static bool worker_wipe_failed;
@@ -323,6 +340,10 @@ main(int argc, char **argv)
 	}
 	worker_load_backends();
 
+	if (sandbox_version() != KGYM_SANDBOX_VERSION)
+		worker_die("sandbox library version %d, header %d: a mixed build",
+		    sandbox_version(), KGYM_SANDBOX_VERSION);
+	sandbox_set_log(worker_sandbox_log, NULL);
 	policy.work_dir = work_dir;
 	policy.gpu = args.gpu >= 0;
 	/* The compile cache: CPU workers fill it, GPU workers only read it. */

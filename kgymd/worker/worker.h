@@ -1,10 +1,11 @@
 /*
  * worker.h -- kgymd-worker's internal interfaces.
  *
- * kgymd-worker is the sandboxed process that runs jobs (DESIGN §2, §7):
- * main.c (start-up, the job loop), whost.c (the host table backends see
- * inside a worker), gpuinfo.c (first CUDA contact), sandbox.c (rlimits,
- * Landlock, seccomp).  Ownership: json_t results are new references the
+ * kgymd-worker is the sandboxed process that runs jobs (ARCHITECTURE.md,
+ * "Processes" and "The sandbox"): main.c (start-up, the job loop), whost.c
+ * (the host table backends see inside a worker), gpuinfo.c (first CUDA
+ * contact); the sandbox library, lib/sandbox.c (rlimits, Landlock,
+ * seccomp).  Ownership: json_t results are new references the
  * caller owns; causes are malloc'd.
  */
 #ifndef KGYM_WORKER_H

@@ -24,7 +24,7 @@
  * workers' shared cubin cache too (units[].force; the worker names that
  * cache's directory itself, under state_dir, so no job can point it
  * elsewhere).
- * Reference *timings* are deliberately not cached: DESIGN §8 wants the
+ * Reference *timings* are deliberately not cached: kgymd-protocol(7) wants the
  * reference and the candidate timed interleaved (ABAB) in the same worker
  * under the same clocks and L2 state, and a cached number would compare
  * the candidate with another moment's GPU.  The result says so
@@ -55,7 +55,7 @@
 #define NW_DEFAULT_ARCH		"sm_90"
 #define NW_DEFAULT_REF_ENTRIES	1024
 #define NW_DEFAULT_REF_BYTES	(UINT64_C(64) << 20)
-/* DESIGN §8: correctness is judged on at least this many trials. */
+/* kgymd-protocol(7): correctness is judged on at least this many trials. */
 #define NW_MIN_CORRECT_TRIALS	5
 /*
  * Timed pairs: the nvrtc backend's bounds.  Fewer than 10 give no 95%
@@ -378,7 +378,7 @@ static void
 nw_fail(struct kgym_task *task, bool compiled, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-/* A failed result of DESIGN §5's shape, every verdict field present. */
+/* A failed result of kgymd-protocol(7)'s shape, every verdict field present. */
 static void
 nw_fail(struct kgym_task *task, bool compiled, const char *code, const char *fmt, ...)
 {

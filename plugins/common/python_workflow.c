@@ -7,7 +7,7 @@
  * "cuda", all served by plugins/python): on a CPU worker when the payload
  * says "device":"cpu" (torch candidates only: the path CI runs), else on a
  * GPU slot.  The job starts in phase "compile"; the harness announces
- * "correctness" and "timing" itself.  Its result is DESIGN §5's and becomes
+ * "correctness" and "timing" itself.  Its result is kgymd-protocol(7)'s and becomes
  * the task's; a job that dies (an obituary) fails the task with the
  * obituary's code.
  *
@@ -24,7 +24,7 @@
  * lookup.  Reference *outputs* are never cached: they live only in the
  * harness's trusted reference process.
  *
- * Unlike native tasks (DESIGN §8's interleaved ABAB timing), a cached
+ * Unlike native tasks (interleaved ABAB timing), a cached
  * reference timing is another moment's measurement: that is KernelGYM's
  * semantics, which its users expect, and the result says which it was
  * (metadata.reference_timing_cached).
@@ -51,7 +51,7 @@
 
 #define PW_DEFAULT_CACHE	1024
 #define PW_DEFAULT_SOURCE	(1u << 20)
-#define PW_MIN_CORRECT_TRIALS	5	/* DESIGN §8 */
+#define PW_MIN_CORRECT_TRIALS	5	/* kgymd-protocol(7), RESULTS */
 #define PW_ERRLEN		2048
 
 static const struct kgym_host *host;

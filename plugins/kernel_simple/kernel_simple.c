@@ -9,7 +9,7 @@
  * outputs fails.  With test cases alone such a table passes: the result
  * says so (metadata.hidden_trials: 0).  No speedup: the result's speedup is always null (the candidate
  * alone may still be timed with run_performance).  Payload: the native
- * problem and solution of DESIGN §5 (backend "nvrtc"; problem.reference
+ * problem and solution of kgymd-protocol(7)'s "Native tasks" (backend "nvrtc"; problem.reference
  * optional) plus
  *	"test_cases": [{"inputs":  {"<input name>":  [numbers...]},
  *	                "outputs": {"<output name>": [numbers...]}}, ...]

@@ -4,7 +4,7 @@
  * A candidate against the problem's reference: correctness on fresh secret
  * inputs, then both timed interleaved on the same GPU, with the speedup
  * (reference median / candidate median) in the result.  This build serves
- * native payloads (backend "nvrtc", DESIGN §5) and KernelBench-format
+ * native payloads (backend "nvrtc", kgymd-protocol(7)) and KernelBench-format
  * payloads (backends "torch", "triton", "cuda": reference_code, kernel_code,
  * ...) run by the python backend.  KernelGYM's request fields are accepted
  * by their names (num_correct_trials, num_perf_trials, num_warmup,
@@ -29,7 +29,7 @@ static const struct nw_kind kernelbench_kind = {
 	.speedup = true,
 };
 
-/* --- dispatch on payload.backend (issue 6): KernelBench format or native */
+/* --- dispatch on payload.backend: KernelBench format or native */
 
 static const struct kgym_host *kernelbench_host;
 

@@ -1,6 +1,6 @@
 /*
  * detect.c -- the nvrtc backend's reward-hack and problem detectors
- * (DESIGN §8, issue 5).
+ * (kgymd-protocol(7), "Reward hacks").
  *
  * Correctness trials and checked timed calls (evaluate.c, timing.c) catch a
  * candidate whose outputs are wrong.  What they cannot see is a candidate

@@ -15,7 +15,7 @@
  *      outputs is on the device while candidate code runs.  The candidate
  *      then runs on regenerated, identical inputs with poisoned outputs and
  *      zeroed scratch; only after it has finished are the expected values
- *      uploaded, compared (DESIGN §8) and wiped again, and the inputs
+ *      uploaded, compared (kgymd-protocol(7), RESULTS) and wiped again, and the inputs
  *      hashed against their hash from before the call.
  *      kernel_simple may give test cases instead: inputs and expected
  *      outputs in the request, no reference run.
@@ -32,7 +32,7 @@
  *      first size set alone; then detect.c's roofline and CUPTI detectors
  *      on the timed calls.
  *
- * The result object is DESIGN §5's.  A verdict (validation, runtime,
+ * The result object is kgymd-protocol(7)'s.  A verdict (validation, runtime,
  * correctness) is a result, not an error of the job; a sticky CUDA error
  * leaves the context unusable, so the result asks for the worker to be
  * replaced ("recycle_worker": true).
@@ -472,7 +472,7 @@ evaluate_settings(struct evaluate *ev, char **ret_cause)
 
 	if (s != NULL && !json_is_object(s))
 		return nvrtc_fail(ret_cause, -EINVAL, "settings: expected an object");
-	/* Fewer than 5 trials are not offered: DESIGN §8's floor. */
+	/* Fewer than 5 trials are not offered: kgymd-protocol(7)'s floor. */
 	if ((error = evaluate_get_uint(s, "num_correct_trials", EVALUATE_MIN_TRIALS,
 	    EVALUATE_MIN_TRIALS, EVALUATE_MAX_TRIALS, &set->num_trials, ret_cause)) < 0 ||
 	    (error = evaluate_get_real(s, "timing_rel_precision", 0.005, 1e-6, 1.0,
@@ -893,7 +893,7 @@ evaluate_check_verdict(struct evaluate *ev, const struct evaluate_check *c, cons
 	if (c->mismatches == 0 && c->input_changed) {
 		evaluate_verdict(ev, false, "REWARD_HACK", "%s (%s)", msg, when);
 		json_decref(ev->hack);
-		/* [detect] every hack carries {kind, detail} (issue 5) */
+		/* [detect] every hack carries {kind, detail} (kgymd-protocol(7), "Reward hacks") */
 		ev->hack = json_pack("{s:s, s:s, s:s}", "kind", "input_mutation", "detail", msg,
 		    "input", ev->spec->problem.inputs[c->changed_input].name);
 	} else {

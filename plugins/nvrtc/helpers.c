@@ -13,7 +13,7 @@
  *   kg_poison   NaNs with random payloads for floating outputs, random
  *               bits for integer ones, 2..255 for bool: an element the
  *               candidate does not write cannot match;
- *   kg_compare  DESIGN §8's check, |got - expected| <= atol + rtol *
+ *   kg_compare  the tolerance check (kgymd-protocol(7)), |got - expected| <= atol + rtol *
  *               |expected|, NaN/Inf where the expected value is finite
  *               failing, integers exact, with error statistics;
  *   kg_hash     a keyed 64-bit hash of a buffer (inputs must not change);

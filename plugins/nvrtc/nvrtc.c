@@ -1,5 +1,5 @@
 /*
- * nvrtc.c -- the backend plugin `nvrtc`: native tasks (DESIGN §5).
+ * nvrtc.c -- the backend plugin `nvrtc`: native tasks (kgymd-protocol(7), "Native tasks").
  *
  * A native candidate is CUDA C device code plus a declarative launch plan;
  * kgymd does all the host work.  This plugin runs inside kgymd-worker and

@@ -93,8 +93,9 @@ void	compile_set_unconfined(bool unconfined);
 int	compile_warm_up(const char *arch, char **ret_cause);
 
 /*
- * The "compile" job of the nvrtc backend (request and result as in
- * notes/nvrtc.md: {"op":"compile", "arch", "cache_dir"?, "include_dir"?,
+ * The "compile" job of the nvrtc backend (request and result as the
+ * workflows make and read them, plugins/common/native_workflow.c:
+ * {"op":"compile", "arch", "cache_dir"?, "include_dir"?,
  * "units":[{name, source, options}]} -> {"status":"completed",
  * "units":[{name, ok, cubin_b64, log, compile_ms, cache_hit, kernels}]}).
  * A unit that does not compile is ok:false with its log, the job still
@@ -230,7 +231,7 @@ struct stats_summary {
  */
 int	stats_summarise(const double *x, size_t n, struct stats_summary *ret);
 
-/* The summary as DESIGN §5's timing object (median_ms, ... trials). */
+/* The summary as kgymd-protocol(7)'s timing object (median_ms, ... trials). */
 json_t	*stats_json(const struct stats_summary *s);
 
 /* ==== end of stats.c ==== */
@@ -425,7 +426,7 @@ json_t	*device_json(void);
 
 /* ==== evaluate.c: the "evaluate" job, and its state (bind.c, timing.c) ====
  *
- * evaluate_job() returns 0 and a DESIGN §5 result object for every verdict
+ * evaluate_job() returns 0 and a result object (kgymd-protocol(7)) for every verdict
  * (validation, runtime and correctness failures included); -errno with
  * *ret_cause only for a malformed request or a failure of the worker itself.
  * struct evaluate lives for one job and owns everything it points to
@@ -635,7 +636,7 @@ void	evaluate_check_message(struct evaluate *ev, const struct evaluate_check *c,
 /* ==== timing.c: the timed calls ==== */
 
 /*
- * Time the reference and the candidate (DESIGN §8), adding "timing",
+ * Time the reference and the candidate (kgymd-protocol(7), RESULTS), adding "timing",
  * kernel_runtime, reference_runtime and speedup to `result` -- or recording
  * a verdict when a timed call fails or its outputs are wrong.  0, or -errno
  * with *ret_cause when the host cannot give the exclusive GPU lock.
@@ -696,7 +697,7 @@ struct profile_call_summary {
 	double span_us;			/* first start .. last end of the program's kernels */
 	unsigned int launches;		/* the program's launches in the call */
 	unsigned int kernels;		/* their kernel records */
-	/* For the detectors (DESIGN §8, "work hidden on other streams"): */
+	/* For the detectors (kgymd-protocol(7), "Reward hacks": hidden work): */
 	unsigned int foreign_stream_kernels;	/* a kernel on another stream or context
 						 * overlapping the window (or one of the
 						 * program's own not on our stream) */
@@ -767,7 +768,7 @@ void	profdata_settle(struct profdata *pd, bool final);
 /* Every call so far (settled or not); *ret_n of them. */
 const struct profile_call_summary *profdata_calls(const struct profdata *pd, size_t *ret_n);
 /*
- * Add what the settled calls show to a DESIGN §5 result: "profile",
+ * Add what the settled calls show to a result (kgymd-protocol(7)): "profile",
  * timing.{kernel,reference}.gpu_time_ms (when result has "timing"), and
  * metadata's KernelGYM keys, events_vs_cupti, cupti_overhead and "cupti"
  * (the detectors' counts).  0 or -ENOMEM.
@@ -780,7 +781,7 @@ int	profdata_detect(const struct profdata *pd, struct detect_profile *ret);
 
 /* ==== end of profdata.c ==== */
 
-/* ==== profile.c: CUPTI in the GPU worker (issue 5) ====
+/* ==== profile.c: CUPTI in the GPU worker ====
  *
  * libcupti is dlopen()ed in prepare(), before the sandbox; a worker
  * without it (or where it fails its self-test) reports
@@ -847,7 +848,7 @@ void	profile_result(json_t *result);
 
 /* ==== end of profile.c ==== */
 
-/* ==== detect.c: reward-hack and problem detectors (issue 5) ====
+/* ==== detect.c: reward-hack and problem detectors ====
  *
  * Checks beyond "the outputs match": a reported time below what writing
  * the outputs needs (roofline), kernel accounting from CUPTI (decoys, work

@@ -1,6 +1,6 @@
 /*
  * profile.c -- CUPTI in the GPU worker: every kernel, memcpy and memset of
- * the job's context, recorded per timed call (issue 5, DESIGN §8).
+ * the job's context, recorded per timed call (kgymd-protocol(7), RESULTS: profile).
  *
  * A native candidate is device code only, but the reward is computed from
  * the times we measure, so we want to see every piece of work the GPU did
@@ -873,7 +873,7 @@ profile_result(json_t *result)
 	    !prof.available ? profile_status() : "cupti (nothing profiled: no timed calls)"));
 	free(status);
 	json_object_set_new(result, "profile", json_null());
-	/* DESIGN §5 names the key: null says "not measured". */
+	/* kgymd-protocol(7) names the key: null says "not measured". */
 	if ((timing = json_object_get(result, "timing")) == NULL)
 		return;
 	for (i = 0; i < 2; i++)

@@ -1,5 +1,5 @@
 /*
- * stats.c -- the numbers DESIGN §8 reports for a set of timed calls.
+ * stats.c -- the numbers kgymd-protocol(7) reports for a set of timed calls.
  *
  * Timing stops adaptively once the 95% interval of the median is narrow
  * enough (timing.c), so the interval must be honest for the skewed,

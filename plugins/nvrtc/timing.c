@@ -5,7 +5,7 @@
  * makes current before timing: a problem with several sets is checked at
  * all of them but timed (and its speedup reported) at the first only.
  *
- * DESIGN §8, in the order things happen:
+ * kgymd-protocol(7), RESULTS, in the order things happen:
  *   - the job takes its GPU's lock exclusive (no other worker's kernels
  *     beside ours) and enters the "timing" phase, whose deadline is the
  *     parent's business;
@@ -208,7 +208,7 @@ timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, 
 	if (evaluate_prepare_call(ev, seed, init, false, &cause) < 0 ||
 	    device_flush_l2(flush, (uint32_t)seed, &cause) < 0)
 		goto fail;
-	/* profile.c (issue 5): the plan's launches from here are this call's. */
+	/* profile.c: the plan's launches from here are this call's. */
 	profile_call_begin(PROFILE_SOLUTION);
 	if (timing_record(nvdev.events[ev->sol.ev_start], &cause) < 0)
 		goto fail;
@@ -310,7 +310,7 @@ timing_reset_state(struct evaluate *ev, const char *when)
 	free(old);
 }
 
-/* ---- profile.c (issue 5): the calls after timing, for CUPTI ---- */
+/* ---- profile.c: the calls after timing, for CUPTI ---- */
 
 /* Seed indexes of the calls after timing: apart from pairs and warm-ups. */
 #define TIMING_PROFILE_BASE	(UINT64_C(1) << 47)

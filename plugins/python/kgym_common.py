@@ -34,7 +34,7 @@ import types
 PROTOCOL = 1
 MAX_FRAME = 64 << 20
 MAX_MESSAGE_CHARS = 16000      # error messages a model reads: keep them readable
-MIN_CORRECT_TRIALS = 5         # DESIGN §8
+MIN_CORRECT_TRIALS = 5         # kgymd-protocol(7), RESULTS
 MIN_TIMING_TRIALS = 10
 ALIGN = 64
 PR_SET_CHILD_SUBREAPER = 36
@@ -124,7 +124,7 @@ SANDBOX_EXEC = 0x1             # KGYM_PY_SANDBOX_EXEC of sandbox_python.c: the c
 
 def enter_sandbox(lib_path, work_dir, gpu, limits, ro_paths, exec_paths=None):
     """rlimits, Landlock and seccomp for this process, through
-    libkgym_sandbox.so (kgymd/worker/sandbox.c).  With exec_paths (the
+    libkgym_sandbox.so (the sandbox library, lib/sandbox.c).  With exec_paths (the
     candidate of a triton or cuda job only), the compiler profile: those
     programs, and nothing else, may be executed, under the same filter and
     Landlock domain.  Returns the Landlock ABI in force (0: none); raises
@@ -447,7 +447,7 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
     if threads > 0:
         torch.set_num_threads(threads)
     if gpu:
-        # CUDA must be up before the filter (DESIGN §2).
+        # CUDA must be up before the filter (ARCHITECTURE.md, "Processes").
         t0 = time.monotonic()
         torch.cuda.init()
         torch.zeros(1, device="cuda")

@@ -4,7 +4,7 @@ Installed as $(libexecdir)/kgym/kgym_harness.py and run by the python backend
 plugin (plugins/python/python.c) inside a kgymd-worker, *before* the worker
 enters its sandbox.  Standard library and torch only.
 
-Processes (ARCHITECTURE.md, "A KernelBench-format job"; DESIGN §8.1):
+Processes (ARCHITECTURE.md, "Processes" and "The judge"):
 
     kgymd-worker (sandboxed, C) --socketpair--> zygote (this file, --zygote)
                                                   |  fork per job
@@ -36,7 +36,7 @@ the gluon import; build_triton_seed: gcc's build of its cuda_utils module,
 which each Triton candidate's private cache starts with).
 
 Every job process enters the sandbox (rlimits, Landlock, seccomp, through
-libkgym_sandbox.so, built from kgymd/worker/sandbox.c) before running any
+libkgym_sandbox.so, built on the sandbox library lib/sandbox.c) before running any
 code of the task; where it cannot, the job fails (fail closed).  Two
 profiles, chosen here, never by the task: the Python profile (judge,
 reference, torch candidates: no new process, no exec, no socket) and the
@@ -106,7 +106,7 @@ class Job:
     """One job: fork the judge and both executors (before the job is read),
     hand each its part, relay the judge's phases to the worker (deadlines,
     the GPU lock), kill the candidate when the judge says, and turn the
-    judge's verdict into the result object (DESIGN §5)."""
+    judge's verdict into the result object (kgymd-protocol(7), RESULTS)."""
 
     def __init__(self, zygote):
         self.z = zygote

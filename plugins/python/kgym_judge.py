@@ -48,7 +48,7 @@ from kgym_common import (MIN_CORRECT_TRIALS, MIN_TIMING_TRIALS, SETUP_MS, CTL_DO
                          ControlBlock, CudaDriver, area_layout, child_setup, clip, dtype_name, finite, format_exc,
                          internal_error, load_module, recv_msg, send_msg, tensors_of_area)
 
-# Per-dtype default tolerances (DESIGN §8): (atol, rtol).
+# Per-dtype default tolerances (kgymd-protocol(7), RESULTS): (atol, rtol).
 TOLERANCES = {
     "float64": (1e-8, 1e-8), "complex128": (1e-8, 1e-8),
     "float32": (1e-4, 1e-4), "complex64": (1e-4, 1e-4),
@@ -157,7 +157,7 @@ def same_tensor(a, b):
 
 
 def stats(samples_ms):
-    """DESIGN §5's timing block: median and a 95% interval of the median
+    """kgymd-protocol(7)'s timing block: median and a 95% interval of the median
     from order statistics (none below 6 samples)."""
     v = sorted(samples_ms)
     n = len(v)

@@ -46,7 +46,7 @@ def is_custom_kernel(name, custom):
 
 
 def judge_profile(profile, custom, backend, kstats, min_share):
-    """What the candidate's profiled calls say (DESIGN §8): the metadata
+    """What the candidate's profiled calls say (kgymd-protocol(7), "Reward hacks"): the metadata
     (KernelGYM's names) and the hack, if any -- a decoy (its own kernels
     never ran), a PyTorch fallback (its kernels a small share of the GPU
     time), or work outside the timed window (more kernel time per call than

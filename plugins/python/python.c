@@ -22,8 +22,8 @@
  * {"type":"phase"} messages to the worker host (the parent's per-phase
  * deadline; on a GPU worker the exclusive lock for timing) and acks them,
  * forwards {"type":"log"} lines, and returns the {"type":"result"} object,
- * which already has DESIGN §5's keys.  If the zygote dies, the job fails
- * with SYSTEM_ERROR naming how it died, and the result asks for a fresh
+ * which already has a result's keys (kgymd-protocol(7), RESULTS).  If the
+ * zygote dies, the job fails with SYSTEM_ERROR naming how it died, and the result asks for a fresh
  * worker ("recycle_worker"), which starts a fresh zygote.
  *
  * The zygote is outside the worker's seccomp filter and Landlock domain by
@@ -79,6 +79,7 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -155,7 +156,7 @@ py_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* A result of DESIGN §5's shape for a job the zygote could not judge. */
+/* A result of kgymd-protocol(7)'s shape for a job the zygote could not judge. */
 static json_t *
 py_failure(const char *code, bool recycle, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -703,14 +704,81 @@ py_run(const json_t *request, json_t **ret_result, char **ret_cause)
 
 /* ------------------------------------------------------------ life cycle */
 
+/* Exit statuses of PY_CHECK_SCRIPT. */
+#define PY_CHECK_NO_TORCH	3
+#define PY_CHECK_TOO_OLD	4
+/* Cheap: finds torch without importing it (tens of milliseconds). */
+#define PY_CHECK_SCRIPT \
+	"import sys, importlib.util\n" \
+	"if sys.version_info < (3, 8): sys.exit(4)\n" \
+	"sys.exit(0 if importlib.util.find_spec('torch') else 3)\n"
+
+/*
+ * Is [plugin.python] interpreter a Python 3 with torch?  Checked when the
+ * plugin loads, so that a wrong path shows at start (kgymd's log, `kgymctl
+ * plugins`) and not as every KernelBench-format task failing.  A missing
+ * or non-executable interpreter refuses the plugin; in the daemon (deep),
+ * the interpreter is also run once: not Python 3.8 or later refuses it,
+ * no torch is a warning (torch may be installed later; jobs then fail
+ * with the zygote's reason).  The usual cause is a venv or conda env under
+ * /home, which the systemd unit's ProtectHome=yes hides from kgymd.
+ */
+static int
+py_check_interpreter(bool deep, char **ret_cause)
+{
+	static const char hint[] = "set [plugin.python] interpreter to a Python 3 with torch, "
+	    "e.g. a venv's bin/python outside /home (kgymd.service has ProtectHome=yes)";
+	char *argv[] = { cfg.interpreter, "-I", "-c", PY_CHECK_SCRIPT, NULL };
+	posix_spawn_file_actions_t fa;
+	int status, r;
+	pid_t pid;
+
+	if (access(cfg.interpreter, X_OK) < 0)
+		return pu_cause(host, ret_cause, -errno, "interpreter = %s: %s; %s",
+		    cfg.interpreter, strerror(errno), hint);
+	if (!deep)
+		return 0;
+	if ((r = posix_spawn_file_actions_init(&fa)) != 0)
+		return pu_cause(host, ret_cause, -r, "interpreter check: %s", strerror(r));
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	r = posix_spawn(&pid, cfg.interpreter, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r != 0)
+		return pu_cause(host, ret_cause, -r, "interpreter = %s: cannot run it: %s; %s",
+		    cfg.interpreter, strerror(r), hint);
+	while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		return pu_cause(host, ret_cause, -errno, "interpreter check: %s", strerror(errno));
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == PY_CHECK_NO_TORCH) {
+		host->log(self, KGYM_LOG_WARN, "interpreter = %s has no torch: every "
+		    "KernelBench-format task will fail; %s", cfg.interpreter, hint);
+		return 0;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == PY_CHECK_TOO_OLD)
+		return pu_cause(host, ret_cause, -EINVAL, "interpreter = %s: Python older than "
+		    "3.8; %s", cfg.interpreter, hint);
+	return pu_cause(host, ret_cause, -EINVAL, "interpreter = %s does not run as Python "
+	    "(exit %d); %s", cfg.interpreter, WIFEXITED(status) ? WEXITSTATUS(status) : -1, hint);
+}
+
 static int
 py_init(const struct kgym_host *h, const struct kgym_plugin_handle *s, char **ret_cause)
 {
+	int r;
+
 	host = h;
 	self = s;
 	if (h->struct_size < offsetof(struct kgym_host, phase) + sizeof h->phase)
 		return pu_cause(host, ret_cause, -ENOTSUP, "python needs plugin ABI 1.1");
-	return py_read_config(ret_cause);
+	if ((r = py_read_config(ret_cause)) < 0)
+		return r;
+	/* Run it in the daemon only (no phase hook there): workers start often. */
+	return py_check_interpreter(h->phase == NULL, ret_cause);
 }
 
 static void

@@ -7,8 +7,9 @@
  * because a seccomp'd worker may not fork or exec.  Every job's two
  * children -- the reference and the candidate -- therefore confine
  * themselves, first thing after fork(), by calling the one function this
- * library exports, through ctypes.  It links kgymd/worker/sandbox.c itself,
- * so the children get the same three layers as a worker (rlimits, Landlock,
+ * library exports, through ctypes.  It links the worker's sandbox library
+ * (lib/sandbox.c, include/kgym/sandbox.h) and nothing else of kgymd, so the
+ * children get the same three layers as a worker (rlimits, Landlock,
  * seccomp with a kill-the-process default), with the Python profile below
  * added to the filter.  If the library cannot be loaded or the function
  * fails, the harness fails the job (fail closed).
@@ -44,14 +45,12 @@
 #include "config.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kgymd.h"
-#include "worker/sandbox.h"
+#include "kgym/sandbox.h"
 
 /* Flags of kgym_sandbox_enter_python(). */
 #define KGYM_PY_SANDBOX_EXEC	0x1u	/* the compiler profile: exec_paths may run */
@@ -67,37 +66,14 @@ static const char *const python_syscalls[] = {
 };
 
 /*
- * sandbox.c logs through kgymd's log.c, which this library does not link:
- * warnings go to the child's stderr (its output.log), the rest nowhere.
+ * The library's warnings go to the child's stderr (its output.log), the
+ * rest nowhere: a job process has no log of kgymd's to write to.
  */
 static void
-sandbox_python_log(const char *level, const char *fmt, va_list ap)
+sandbox_python_log(enum sandbox_log_level level, const char *msg, void *arg)
 {
-	fprintf(stderr, "kgym sandbox: %s: ", level);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-}
-
-void
-log_debug(const char *fmt, ...)
-{
-	(void)fmt;
-}
-
-void
-log_info(const char *fmt, ...)
-{
-	(void)fmt;
-}
-
-void
-log_warnx(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	sandbox_python_log("warning", fmt, ap);
-	va_end(ap);
+	if (level >= SANDBOX_LOG_WARNING)
+		fprintf(stderr, "kgym sandbox: warning: %s\n", msg);
 }
 
 /*
@@ -124,6 +100,12 @@ kgym_sandbox_enter_python(const char *work_dir, int gpu, const char *const *ro_p
 
 	if (errbuf != NULL && errlen > 0)
 		errbuf[0] = '\0';
+	if (sandbox_version() != KGYM_SANDBOX_VERSION) {
+		if (errbuf != NULL)
+			snprintf(errbuf, errlen, "sandbox: library version %d, header %d",
+			    sandbox_version(), KGYM_SANDBOX_VERSION);
+		return -EINVAL;
+	}
 	if ((flags & ~KGYM_PY_SANDBOX_EXEC) != 0) {
 		if (errbuf != NULL)
 			snprintf(errbuf, errlen, "sandbox: unknown flags 0x%x", flags);
@@ -141,6 +123,7 @@ kgym_sandbox_enter_python(const char *work_dir, int gpu, const char *const *ro_p
 	/* Only with the flag: a stray list alone is refused by the policy check. */
 	policy.allow_exec_compilers = (flags & KGYM_PY_SANDBOX_EXEC) != 0;
 	policy.exec_paths = exec_paths;
+	sandbox_set_log(sandbox_python_log, NULL);
 	rc = sandbox_enter(&policy, &report, &cause);
 	if (rc < 0) {
 		if (errbuf != NULL)

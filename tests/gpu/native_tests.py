@@ -9,7 +9,7 @@ private kgymds on every GPU (gpus = all) and prints a summary.  Without a
 GPU, or without the nvrtc plugin, every check is reported as SKIP (exit
 status 77), never PASS.
 
-What it shows (issue 4, "Must show" on a GPU machine):
+What it shows on a GPU machine:
   - every example of examples/native gives the verdict examples/native/
     expected.json names (status, correctness, error_code), in a table;
   - kernel_simple judges a candidate by given test cases (a wrong expected
@@ -37,7 +37,7 @@ import kgymtest as k  # noqa: E402
 import test_native as tn  # noqa: E402
 
 EXAMPLES = tn.EXAMPLES
-SPREAD_LIMIT = 0.005		# DESIGN §8 / issue 4: 0.5%
+SPREAD_LIMIT = 0.005		# repeatability: medians within 0.5%
 CUPTI_LIMIT = 0.05
 MIN_MS = 0.1			# the limits apply to kernels of >= 100 us
 STABLE = ("vector_add", "softmax", "matmul_fp32")	# timed five times each

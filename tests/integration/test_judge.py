@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_judge.py -- the trust boundary of the KernelBench-format path
-(issue 12, ARCHITECTURE.md "The judge"): one candidate per class of reward
+(ARCHITECTURE.md, "The judge"): one candidate per class of reward
 hack that an in-process harness cannot stop, run past the static checks
 (`kgym_harness.py --once --no-static-checks`) so that what is tested is the
 defence behind them, on the CPU (judge's wall clock, memfd buffers):

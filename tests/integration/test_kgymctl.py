@@ -131,6 +131,35 @@ def test_submit_stdin_and_verdicts():
         k.check("state" in out and "completed" in out and "finished" in out, out)
 
 
+def test_counts_summary_and_earlier_results():
+    """incorrect is counted apart from failed; a batch ends with a summary;
+    a re-submitted id says that its result is the earlier submission's."""
+    with k.Daemon() as d:
+        text = "\n".join([task_json(task_id="c-ok"), task_json(task_id="c-bad", action="incorrect"),
+                          task_json(task_id="c-bad2", action="incorrect"),
+                          task_json(task_id="c-fail", action="fail")]) + "\n"
+        out, err = expect(kgymctl(d, "submit", "--wait", "-", stdin=text), 1, "batch")
+        k.check(len(out.splitlines()) == 4, out)
+        k.check("kgymctl: 4 tasks: 1 correct, 2 incorrect, 1 failed, 0 cancelled\n" in err, err)
+        k.check("submitted before" not in err, err)
+        # The same ids again: the same tasks, their earlier results, said so.
+        out, err = expect(kgymctl(d, "submit", "--wait", "-", stdin=text), 1, "resubmitted batch")
+        k.check(len(out.splitlines()) == 4, out)
+        k.check("kgymctl: c-bad was submitted before: kgymd keeps that task (completed) "
+                "and this is its earlier result" in err, err)
+        k.check("(4 of them submitted before: earlier results)" in err, err)
+        out, _ = expect(kgymctl(d, "--json", "submit", "--wait", "-", stdin=task_json(task_id="c-ok")), 0,
+                        "resubmitted, json")
+        msgs = [json.loads(l) for l in out.splitlines()]
+        k.check(len(msgs) == 1 and msgs[0]["existing"] is True and msgs[0]["task_id"] == "c-ok", msgs)
+        # wait: the same counts, and a summary for more than one id.
+        out, err = expect(kgymctl(d, "--json", "wait", "c-ok", "c-bad", "c-fail", "c-none"), 2, "wait json")
+        msgs = {m["task_id"]: m for m in (json.loads(l) for l in out.splitlines())}
+        k.check(sorted(msgs) == ["c-bad", "c-fail", "c-none", "c-ok"], msgs)
+        k.check(msgs["c-none"]["state"] == "not found" and msgs["c-fail"]["state"] == "failed", msgs)
+        k.check("4 tasks: 1 correct, 1 incorrect, 1 failed, 0 cancelled, 1 not found" in err, err)
+
+
 def test_rejected():
     with k.Daemon() as d:
         text = task_json(task_id="r-ok") + "\n" + json.dumps({"workflow": "no-such-workflow"}) + "\n"
@@ -145,12 +174,11 @@ def test_json_output():
     with k.Daemon() as d, tempfile.TemporaryDirectory() as tmp:
         path = write_file(tmp, "two.json", json.dumps([k.selftest_task(5), k.selftest_task(5)]))
         out, _ = expect(kgymctl(d, "--json", "submit", "--wait", path), 0, "--json submit --wait")
+        # One result per line: nothing else on stdout.
         msgs = [json.loads(l) for l in out.splitlines()]
-        k.check(msgs[0]["ok"] and len(msgs[0]["accepted"]) == 2, msgs)
-        events = [m for m in msgs if m.get("event") == "result"]
-        k.check(len(events) == 2 and all(e["state"] == "completed" for e in events), msgs)
-        k.check(msgs[-1]["ok"] and "event" not in msgs[-1] and len(msgs) == 4, msgs)
-        tid = events[0]["task_id"]
+        k.check(len(msgs) == 2 and all(m["state"] == "completed" and m["existing"] is False
+                                       and m["result"]["task_id"] == m["task_id"] for m in msgs), msgs)
+        tid = msgs[0]["task_id"]
         out, _ = expect(kgymctl(d, "result", tid, "--json"), 0, "result --json")
         msgs = [json.loads(l) for l in out.splitlines()]
         k.check(len(msgs) == 1 and msgs[0]["result"]["task_id"] == tid, msgs)
@@ -165,12 +193,14 @@ def test_batches():
     with k.Daemon() as d, tempfile.TemporaryDirectory() as tmp:
         n = 2500
         path = write_file(tmp, "many.jsonl", "".join(task_json() + "\n" for _ in range(n)))
-        out, _ = expect(kgymctl(d, "--json", "submit", "--wait", path, timeout=120), 0, "2500 tasks")
+        out, err = expect(kgymctl(d, "--json", "submit", "--wait", path, timeout=120), 0, "2500 tasks")
         msgs = [json.loads(l) for l in out.splitlines()]
-        firsts = [m for m in msgs if "accepted" in m]
-        k.check([len(m["accepted"]) for m in firsts] == [1000, 1000, 500], [len(m["accepted"]) for m in firsts])
-        events = [m for m in msgs if m.get("event") == "result"]
-        k.check(len(events) == n and len({e["task_id"] for e in events}) == n, len(events))
+        k.check(len(msgs) == n and len({m["task_id"] for m in msgs}) == n
+                and all(m["result"]["correctness"] is True for m in msgs), len(msgs))
+        k.check("kgymctl: %d tasks: %d correct, 0 incorrect, 0 failed, 0 cancelled\n" % (n, n) in err, err)
+        # Three submit requests carried them (1,000 tasks each at most).
+        st = d.request({"op": "stats"})
+        k.check(st["requests"]["submit"] >= 3, st["requests"])
         out, _ = expect(kgymctl(d, "submit", "--wait", path, timeout=120), 0, "2500 tasks, lines")
         lines = out.splitlines()
         k.check(len(lines) == n and all(" completed correct " in l for l in lines), lines[:3])
@@ -198,11 +228,13 @@ def test_progress_bar_on_terminal():
         os.close(fd)
         text = b"".join(chunks).decode(errors="replace")
         k.check(os.waitstatus_to_exitcode(status) == 1, "exit %r: %s" % (status, text))
-        k.check("] 5/5 done, 1 failed" in text and "\r[" in text, text)
+        k.check("] 5/5 done, 0 incorrect, 1 failed" in text and "\r[" in text, text)
         rows = [l for l in text.replace("\r\n", "\n").split("\n") if l and not l.startswith("\r")]
         header = [l for l in rows if l.startswith("TASK_ID")]
         k.check(len(header) == 1, text)
         body = rows[rows.index(header[0]) + 1:]
+        k.check(body[-1] == "kgymctl: 5 tasks: 4 correct, 0 incorrect, 1 failed, 0 cancelled", text)
+        body = body[:-1]
         k.check(len(body) == 5 and sum(" failed " in l for l in body) == 1, text)
 
 
@@ -265,6 +297,7 @@ if __name__ == "__main__":
         test_submit_stdin_and_verdicts,
         test_rejected,
         test_json_output,
+        test_counts_summary_and_earlier_results,
         test_batches,
         test_progress_bar_on_terminal,
         test_cancel_and_wait,

@@ -3,7 +3,7 @@
 
 kernelbench workflow -> CPU worker -> python backend -> zygote -> reference
 and candidate processes (both sandboxed) -> verdict.  Tasks use
-"device":"cpu" and torch candidates (issue 6's CPU mode), so no GPU is
+"device":"cpu" and torch candidates (the CPU mode), so no GPU is
 needed; the plugins come from the build tree, the harness from the source
 tree, the sandbox library from the build tree.
 

@@ -123,11 +123,11 @@ MUTANTS = [
       [TP + ":test_forbidden_import"]),
     # ---------------------------------------------------------------- sandbox
     M("sandbox_seccomp_allow_all", "the worker's seccomp filter kills what it does not allow",
-      "kgymd/worker/sandbox.c",
+      "lib/sandbox.c",
       "	ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);",
       "	ctx = seccomp_init(SCMP_ACT_ALLOW);",
       ["tests/unit/test_sandbox"]),
-    M("sandbox_no_landlock", "the worker's Landlock domain is in force", "kgymd/worker/sandbox.c",
+    M("sandbox_no_landlock", "the worker's Landlock domain is in force", "lib/sandbox.c",
       "	if (syscall(SYS_landlock_restrict_self, ruleset, flags) == -1) {",
       "	if (0) {",
       ["tests/unit/test_sandbox"]),

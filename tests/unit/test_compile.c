@@ -4,7 +4,7 @@
  * CUDA toolkit is: cubins come out as ELF, compile errors come back with a
  * log naming the line, the standard headers resolve, the cache hits and
  * misses when it should and survives damaged files, and the JSON job does
- * what notes/nvrtc.md's contract says.  Prints compile times (cold
+ * what nvrtc_internal.h's compile_job() says.  Prints compile times (cold
  * process, warm process, cache hit).
  */
 #include "config.h"

@@ -1,6 +1,6 @@
 /*
  * test_expr.c -- unit tests of the native payload's integer expressions
- * (plugins/nvrtc/expr.c): values, precedence, functions, every error class
+ * (plugins/common/expr.c): values, precedence, functions, every error class
  * with the message a user sees, overflow at the edges of int64_t.
  */
 #include "config.h"

@@ -1,5 +1,5 @@
 /*
- * test_sandbox.c -- unit tests of kgymd/worker/sandbox.c (cmocka).
+ * test_sandbox.c -- unit tests of the sandbox library, lib/sandbox.c (cmocka).
  *
  * A sandbox cannot be left, so every case forks: the child puts the sandbox
  * (or one layer of it) in place, does one thing, and ends; the parent looks
@@ -13,7 +13,7 @@
  * cases are skipped (reported as such) on a kernel without Landlock, TCP and
  * signal scoping on one whose Landlock ABI lacks them.
  *
- * The compiler profile (allow_exec_compilers) is tried with gcc: the
+ * The compiler profile (allow_exec_compilers, test_sandbox_exec.c) is tried with gcc: the
  * driver, cc1 and as are listed, so a compile into the work directory
  * works, while /bin/sh, python3 and a script the child wrote do not start
  * (EACCES from Landlock), socket() and ptrace() still kill, and a forked
@@ -56,44 +56,22 @@
 
 #include <cmocka.h>
 
-#include "kgymd.h"
-#include "worker/sandbox.h"
+#include "kgym/sandbox.h"
 
-#define MEMORY_BYTES	(512LL << 20)
-#define MAX_FILE_BYTES	(1LL << 20)
-#define MAX_FILES	64
-#define CPU_SECONDS	60
-#define ENTER_FAILED	100	/* the child could not enter the sandbox */
+#include "test_sandbox.h"
 
-static char test_dir[] = "/tmp/kgym-test-sandbox.XXXXXX";
-static char work_dir[sizeof(test_dir) + 16];
-static char outside_file[sizeof(test_dir) + 32];
-static char outside_c[sizeof(test_dir) + 32];	/* valid C, unreadable inside */
-static char tiny_c[sizeof(test_dir) + 32];	/* valid C in the work directory */
-static char tiny_o[sizeof(test_dir) + 32];
-static char own_script[sizeof(test_dir) + 32];	/* executable, written by us */
-static int landlock_abi;	/* the kernel's, 0 when it has none */
+char test_dir[sizeof(TEST_DIR_TEMPLATE)] = TEST_DIR_TEMPLATE;
+char work_dir[sizeof(TEST_DIR_TEMPLATE) + 16];
+char outside_file[sizeof(TEST_DIR_TEMPLATE) + 32];
+char outside_c[sizeof(TEST_DIR_TEMPLATE) + 32];
+char tiny_c[sizeof(TEST_DIR_TEMPLATE) + 32];
+char tiny_o[sizeof(TEST_DIR_TEMPLATE) + 32];
+char own_script[sizeof(TEST_DIR_TEMPLATE) + 32];
+int landlock_abi;
+char gcc_path[4096], cc1_path[4096], as_path[4096];
+const char *exec_list[4];
 
-/* The compiler profile's programs: gcc's driver, cc1, as ("" if absent). */
-static char gcc_path[4096], cc1_path[4096], as_path[4096];
-static const char *exec_list[4];
-
-extern char **environ;
-
-enum stage {
-	STAGE_ENTER,		/* sandbox_enter(): all of it */
-	STAGE_RLIMITS,		/* sandbox_rlimits() alone */
-	STAGE_LANDLOCK,		/* sandbox_landlock() alone */
-};
-
-struct child {
-	const struct sandbox_policy *policy;	/* NULL: the default one */
-	enum stage stage;
-	void (*before)(void);			/* runs before the sandbox */
-	int (*fn)(void);			/* runs inside; its return = exit code */
-};
-
-static struct sandbox_policy
+struct sandbox_policy
 cpu_policy(void)
 {
 	struct sandbox_policy p = {
@@ -111,7 +89,7 @@ cpu_policy(void)
 }
 
 /* The same, under the compiler profile, gcc's programs listed. */
-static struct sandbox_policy
+struct sandbox_policy
 exec_policy(void)
 {
 	struct sandbox_policy p = cpu_policy();
@@ -126,7 +104,7 @@ exec_policy(void)
  * wait status.  With STAGE_ENTER the child sends its report through a pipe
  * first (write(2) is allowed), and *ret_report gets it.
  */
-static int
+int
 run_child(const struct child *c, struct sandbox_report *ret_report)
 {
 	struct sandbox_policy def = cpu_policy();
@@ -183,7 +161,7 @@ run_child(const struct child *c, struct sandbox_report *ret_report)
 	return status;
 }
 
-static void
+void
 assert_exited(int status, int code)
 {
 	if (WIFSIGNALED(status))
@@ -196,7 +174,7 @@ assert_exited(int status, int code)
 	assert_int_equal(WEXITSTATUS(status), code);
 }
 
-static void
+void
 assert_killed(int status, int sig)
 {
 	if (WIFEXITED(status))
@@ -206,7 +184,7 @@ assert_killed(int status, int sig)
 	assert_int_equal(WTERMSIG(status), sig);
 }
 
-static int
+int
 run_simple(int (*fn)(void))
 {
 	struct child c = { .stage = STAGE_ENTER, .fn = fn };
@@ -442,13 +420,13 @@ test_signal_self(void **state)
 
 /* ------------------------------------------------- what must kill (SIGSYS) */
 
-static int
+int
 child_socket_inet(void)
 {
 	return socket(AF_INET, SOCK_STREAM, 0) >= 0 ? 0 : 1;
 }
 
-static int
+int
 child_socket_unix(void)
 {
 	return socket(AF_UNIX, SOCK_STREAM, 0) >= 0 ? 0 : 1;
@@ -463,7 +441,7 @@ child_execve(void)
 	return 1;
 }
 
-static int
+int
 child_fork(void)
 {
 	pid_t pid = fork();
@@ -473,7 +451,7 @@ child_fork(void)
 	return pid > 0 ? 0 : 1;
 }
 
-static int
+int
 child_posix_spawn(void)
 {
 	char *const argv[] = { "true", NULL };
@@ -483,13 +461,13 @@ child_posix_spawn(void)
 	    0 : 1;
 }
 
-static int
+int
 child_ptrace(void)
 {
 	return ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0 ? 0 : 1;
 }
 
-static int
+int
 child_process_vm_readv(void)
 {
 	char src[8] = "secret", dst[8];
@@ -1039,327 +1017,6 @@ test_missing_work_dir(void **state)
 	assert_exited(run_child(&c, NULL), ENTER_FAILED);
 }
 
-/* --------------------------------------------------- the compiler profile */
-
-static int write_file(const char *path, const char *text);
-
-/* Also writes the source the compiles use (other cases wipe work_dir). */
-static void
-need_exec_profile(void)
-{
-	if (gcc_path[0] == '\0' || cc1_path[0] == '\0' || as_path[0] == '\0') {
-		print_message("[     SKIP ] no gcc (driver, cc1 and as)\n");
-		skip();
-	}
-	if (landlock_abi <= 0) {
-		print_message("[     SKIP ] no Landlock, which the compiler "
-		    "profile needs\n");
-		skip();
-	}
-	assert_int_equal(write_file(tiny_c, "int tiny(int x) { return x + 1; }\n"),
-	    0);
-}
-
-static int
-run_exec_child(int (*fn)(void))
-{
-	struct sandbox_policy p = exec_policy();
-	struct child c = { .policy = &p, .stage = STAGE_ENTER, .fn = fn };
-
-	return run_child(&c, NULL);
-}
-
-/* Run argv[0] with TMPDIR in the work directory (gcc's temporary files);
- * its wait status, or -1 when it could not start (errno says why). */
-static int
-spawn_wait(char *const argv[])
-{
-	char tmpdir[sizeof(work_dir) + 8];
-	char *envp[] = { "PATH=/usr/bin:/bin", tmpdir, NULL };
-	posix_spawn_file_actions_t fa;
-	int status, rc;
-	pid_t pid;
-
-	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", work_dir);
-	if (posix_spawn_file_actions_init(&fa) != 0 ||
-	    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null",
-	    O_WRONLY, 0) != 0 ||
-	    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null",
-	    O_WRONLY, 0) != 0)
-		return -1;
-	rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, envp);
-	posix_spawn_file_actions_destroy(&fa);
-	if (rc != 0) {
-		errno = rc;
-		return -1;
-	}
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	return status;
-}
-
-static int
-child_exec_compiler(void)
-{
-	char *const version[] = { gcc_path, "--version", NULL };
-	char *const compile[] = { gcc_path, "-c", tiny_c, "-o", tiny_o, NULL };
-	struct stat st;
-	int status;
-
-	status = spawn_wait(version);
-	if (status < 0)
-		return 10 + (errno == EACCES);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		return 2;
-	/* driver -> cc1 -> as: a real object file in the work directory */
-	status = spawn_wait(compile);
-	if (status < 0)
-		return 3;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		return 4;
-	if (stat(tiny_o, &st) != 0 || st.st_size == 0)
-		return 5;
-	return 0;
-}
-
-static void
-test_exec_compiler(void **state)
-{
-	need_exec_profile();
-	unlink(tiny_o);
-	assert_exited(run_exec_child(child_exec_compiler), 0);
-}
-
-/* Exec of a program that is not listed: EACCES, no death. */
-static int
-exec_denied(const char *path)
-{
-	char *const argv[] = { (char *)path, NULL };
-
-	if (access(path, X_OK) != 0)
-		return 0;		/* not on this machine: nothing to show */
-	execve(path, argv, environ);
-	return errno == EACCES ? 0 : 1;
-}
-
-static int
-child_exec_unlisted(void)
-{
-	if (exec_denied("/bin/sh") != 0)
-		return 1;
-	if (exec_denied("/usr/bin/python3") != 0)
-		return 2;
-	/* Executable outside the sandbox (the test checked), written by a
-	 * job: a writable place never has EXECUTE. */
-	if (exec_denied(own_script) != 0)
-		return 3;
-	/* A descriptor is no way around it: execveat is not in the profile. */
-	syscall(SYS_execveat, AT_FDCWD, gcc_path, NULL, NULL, 0);
-	return 4;
-}
-
-static void
-test_exec_unlisted(void **state)
-{
-	char *const argv[] = { own_script, NULL };
-	int status, fd;
-
-	need_exec_profile();
-	fd = open(own_script, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0700);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, "#!/bin/sh\nexit 7\n", 18), 18);
-	close(fd);
-	status = spawn_wait(argv);
-	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 7) {
-		print_message("[     SKIP ] %s does not run even unsandboxed "
-		    "(noexec /tmp?)\n", own_script);
-		unlink(own_script);
-		skip();
-	}
-	/* Up to execveat, refused softly; execveat kills. */
-	assert_killed(run_exec_child(child_exec_unlisted), SIGSYS);
-	unlink(own_script);
-}
-
-static int
-child_fork_socket(void)
-{
-	int status;
-	pid_t pid;
-
-	pid = fork();
-	if (pid < 0)
-		return 1;
-	if (pid == 0) {
-		socket(AF_UNIX, SOCK_STREAM, 0);
-		_exit(0);
-	}
-	if (waitpid(pid, &status, 0) != pid)
-		return 2;
-	return WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS ? 0 : 3;
-}
-
-/* What a compiler reads is what the job may read: its own source, not a
- * file outside the sandbox. */
-static int
-child_compiler_confined(void)
-{
-	char *const inside[] = { gcc_path, "-fsyntax-only", tiny_c, NULL };
-	char *const outside[] = { gcc_path, "-fsyntax-only", outside_c, NULL };
-	int status;
-
-	status = spawn_wait(inside);
-	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		return 1;
-	status = spawn_wait(outside);
-	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) == 0)
-		return 2;
-	return 0;
-}
-
-static int
-child_clone_newuser(void)
-{
-	long r;
-
-	r = syscall(SYS_clone, (unsigned long)(CLONE_NEWUSER | SIGCHLD), NULL,
-	    NULL, NULL, NULL);
-	if (r == 0)
-		_exit(0);
-	return 1;
-}
-
-static int
-child_chmod_soft(void)
-{
-	char path[sizeof(work_dir) + 16];
-	struct stat st;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/mode", work_dir);
-	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return 1;
-	close(fd);
-	if (chmod(path, 0755) == 0 || errno != EPERM)
-		return 2;
-	if (stat(path, &st) != 0 || (st.st_mode & 07777) != 0600)
-		return 3;
-	unlink(path);
-	return 0;
-}
-
-/* No signal leaves under the compiler profile either, but softly (ninja
- * signals its commands' groups when a build fails). */
-static int
-child_kill_parent_soft(void)
-{
-	if (kill(getppid(), 0) == 0 || errno != EPERM)
-		return 1;
-	if (kill(0, 0) == 0 || errno != EPERM)
-		return 2;
-	return kill(getpid(), 0) == 0 ? 0 : 3;
-}
-
-static int
-child_chmod(void)
-{
-	return chmod(work_dir, 0700) == 0 ? 0 : 1;
-}
-
-static void
-test_exec_profile_limits(void **state)
-{
-	struct stat st;
-
-	need_exec_profile();
-	/* Still no sockets, no debugging, no namespaces ... */
-	assert_killed(run_exec_child(child_socket_inet), SIGSYS);
-	assert_killed(run_exec_child(child_socket_unix), SIGSYS);
-	assert_killed(run_exec_child(child_ptrace), SIGSYS);
-	assert_killed(run_exec_child(child_process_vm_readv), SIGSYS);
-	assert_killed(run_exec_child(child_clone_newuser), SIGSYS);
-	assert_exited(run_exec_child(child_kill_parent_soft), 0);
-	assert_killed(run_simple(child_kill_parent_soft), SIGSYS);
-	/* ... in a forked child too, and for what it execs. */
-	assert_exited(run_exec_child(child_fork_socket), 0);
-	assert_int_equal(stat(outside_c, &st), 0);
-	assert_exited(run_exec_child(child_compiler_confined), 0);
-	/* Processes may be made; chmod (ld's) fails softly here only. */
-	assert_exited(run_exec_child(child_fork), 0);
-	assert_exited(run_exec_child(child_chmod_soft), 0);
-	assert_killed(run_simple(child_chmod), SIGSYS);
-}
-
-/* Without the profile, Landlock alone refuses exec too (layers hold on
- * their own); the filter, which kills first, is test_execve's. */
-static int
-child_exec_eacces(void)
-{
-	char *const argv[] = { "true", NULL };
-
-	execve("/bin/true", argv, environ);
-	return errno == EACCES ? 0 : 1;
-}
-
-static void
-test_landlock_no_execute(void **state)
-{
-	struct child c = { .stage = STAGE_LANDLOCK, .fn = child_exec_eacces };
-
-	if (landlock_abi <= 0) {
-		print_message("[     SKIP ] no Landlock in this kernel\n");
-		skip();
-	}
-	assert_exited(run_child(&c, NULL), 0);
-}
-
-/* The strict profile with the compilers' list but not the flag: refused,
- * and a worker's filter still kills exec of a compiler. */
-static int
-child_exec_gcc(void)
-{
-	char *const argv[] = { gcc_path, "--version", NULL };
-
-	execve(gcc_path, argv, environ);
-	return 1;
-}
-
-static void
-test_exec_profile_off(void **state)
-{
-	if (gcc_path[0] == '\0') {
-		print_message("[     SKIP ] no gcc\n");
-		skip();
-	}
-	assert_killed(run_simple(child_exec_gcc), SIGSYS);
-	assert_killed(run_simple(child_posix_spawn), SIGSYS);
-}
-
-static void
-test_exec_profile_needs_landlock(void **state)
-{
-	struct sandbox_policy p = exec_policy();
-	struct sandbox_report report;
-	char *cause = NULL;
-	int status;
-	pid_t pid;
-
-	if (landlock_abi > 0) {
-		print_message("[     SKIP ] this kernel has Landlock\n");
-		skip();
-	}
-	if (gcc_path[0] == '\0')
-		skip();
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(sandbox_enter(&p, &report, &cause) == -EOPNOTSUPP &&
-		    cause != NULL ? 0 : 1);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_exited(status, 0);
-}
-
 /* ------------------------------------------------------------- tables */
 
 static void
@@ -1417,7 +1074,7 @@ test_tables(void **state)
 
 /* --------------------------------------------------------------- setup */
 
-static int
+int
 write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");
@@ -1526,6 +1183,14 @@ teardown(void **state)
 	return 0;
 }
 
+/* The library's warnings, to the test's output. */
+static void
+test_log(enum sandbox_log_level level, const char *msg, void *arg)
+{
+	if (level >= SANDBOX_LOG_WARNING)
+		fprintf(stderr, "sandbox: %s\n", msg);
+}
+
 int
 main(void)
 {
@@ -1565,6 +1230,6 @@ main(void)
 		cmocka_unit_test(test_exec_profile_needs_landlock),
 	};
 
-	log_init(KGYM_LOG_WARN, true);
+	sandbox_set_log(test_log, NULL);
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,6 @@
 /*
  * test_spec.c -- unit tests of the native payload's parser and evaluator
- * (plugins/nvrtc/spec.c): DESIGN §5's example parses into the right
+ * (plugins/common/spec.c): kgymd-protocol(7)'s native example parses into the right
  * structures and numbers; every validation error names its field path;
  * several size sets ("sizes": [...]) are each validated and evaluated.
  *
@@ -24,7 +24,7 @@
 
 #include "spec.h"
 
-/* DESIGN §5's example, with a reference program. */
+/* kgymd-protocol(7)'s native example, with a reference program. */
 static const char base_payload[] =
     "{\"backend\": \"nvrtc\","
     " \"problem\": {"

@@ -1,20 +1,52 @@
 /*
- * sandbox.h -- the worker's sandbox: rlimits, Landlock and a seccomp filter.
+ * kgym/sandbox.h -- the worker's sandbox: rlimits, Landlock and a seccomp
+ * filter, as a small library (lib/sandbox.c).
  *
  * Ownership: the policy and every string it points to stay the caller's and
  * are only read; a *ret_cause is malloc'd and the caller frees it.
  *
  * A kgymd-worker sets up its backends (CUDA initialisation, NVRTC loading:
  * things that need the full system) and then calls sandbox_enter() once,
- * before it reads its first job (DESIGN.md §7).  There is no way out: every
- * layer holds for the life of the process, and a layer that cannot be put in
- * place makes sandbox_enter() fail, after which the worker must not run jobs.
+ * before it reads its first job (ARCHITECTURE.md, "The sandbox").  There is
+ * no way out: every layer holds for the life of the process, and a layer
+ * that cannot be put in place makes sandbox_enter() fail, after which the
+ * worker must not run jobs.  The python backend's libkgym_sandbox.so puts
+ * its job processes under the same layers through this library.
+ *
+ * The library needs nothing of kgymd: it logs through the callback set with
+ * sandbox_set_log() and nowhere else.  It is linked statically into its
+ * users (never installed as a shared object), so the version below guards
+ * against a user built against another copy of this header:
+ * sandbox_version() == KGYM_SANDBOX_VERSION.  Evolution is append-only:
+ * new fields go at the end of struct sandbox_policy (zero meaning the old
+ * behaviour), and any other change bumps the version.
  */
-#ifndef KGYM_WORKER_SANDBOX_H
-#define KGYM_WORKER_SANDBOX_H
+#ifndef KGYM_SANDBOX_H
+#define KGYM_SANDBOX_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#define KGYM_SANDBOX_VERSION	1
+
+enum sandbox_log_level {
+	SANDBOX_LOG_DEBUG,
+	SANDBOX_LOG_INFO,
+	SANDBOX_LOG_WARNING,
+};
+
+/*
+ * Where the library's messages go (a missing path, a Landlock ABI that binds
+ * one thread, a kernel without Landlock): fn(level, message, arg), message
+ * being borrowed for the call.  NULL, the default, drops them.  Process-wide;
+ * set it before sandbox_enter().  Failures never travel this way: they are
+ * returned with a cause.
+ */
+void	sandbox_set_log(void (*fn)(enum sandbox_log_level level, const char *msg, void *arg),
+	    void *arg);
+
+/* KGYM_SANDBOX_VERSION of the library as built. */
+int	sandbox_version(void);
 
 struct sandbox_policy {
 	const char *work_dir;		   /* the only read-write directory (HOME, TMPDIR) */
@@ -141,4 +173,4 @@ const char *const *sandbox_exec_syscalls(void);
  */
 const char *sandbox_syscall_note(const char *name);
 
-#endif /* KGYM_WORKER_SANDBOX_H */
+#endif /* KGYM_SANDBOX_H */

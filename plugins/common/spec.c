@@ -1,5 +1,5 @@
 /*
- * spec.c -- parse, validate and evaluate the native payload (DESIGN §5);
+ * spec.c -- parse, validate and evaluate the native payload (kgymd-protocol(7), "Native tasks");
  * the model is in spec.h.
  *
  * Parsing is one pass over the JSON that builds the structs and refuses the

@@ -1,5 +1,5 @@
 /*
- * spec.h -- the native payload (DESIGN §5) as C structures.
+ * spec.h -- the native payload (kgymd-protocol(7), "Native tasks") as C structures.
  *
  * spec_parse() reads the "problem" and "solution" members of a JSON object
  * (a task's payload, or the evaluate job's request, which carries the same
@@ -319,7 +319,10 @@ size_t	spec_dtype_size(enum spec_dtype dtype);
 bool	spec_dtype_is_float(enum spec_dtype dtype);
 /* The dtype called `name`: 0 or -EINVAL. */
 int	spec_dtype_parse(const char *name, enum spec_dtype *ret_dtype);
-/* DESIGN §8: float32 1e-4, float16/bfloat16 1e-2, float64 1e-8, others 0 (exact). */
+/*
+ * Default tolerances (kgymd-protocol(7), RESULTS): float32 1e-4,
+ * float16/bfloat16 1e-2, float64 1e-8, others 0 (exact).
+ */
 void	spec_default_tolerance(enum spec_dtype dtype, double *ret_atol, double *ret_rtol);
 
 /* "input", "output", "scratch". */

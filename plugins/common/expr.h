@@ -1,5 +1,5 @@
 /*
- * expr.h -- integer expressions of the native payload (DESIGN §5).
+ * expr.h -- integer expressions of the native payload (kgymd-protocol(7), "Native tasks").
  *
  * Grid and block dimensions, shared memory sizes, tensor shapes and integer
  * kernel arguments are written as small expressions over the problem's size

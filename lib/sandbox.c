@@ -1,8 +1,14 @@
 /*
  * sandbox.c -- the worker's sandbox: rlimits, Landlock and a seccomp filter.
  *
+ * A small library (include/kgym/sandbox.h) that kgymd-worker and the
+ * python backend's libkgym_sandbox.so link: it includes nothing of the
+ * daemon and logs only through the callback its user sets
+ * (sandbox_set_log()), so a process outside kgymd can use it.
+ *
  * A kgymd-worker runs untrusted candidate code in its own address space, so
- * the process itself is the thing to confine (DESIGN.md §7).  The worker
+ * the process itself is the thing to confine (ARCHITECTURE.md, "The
+ * sandbox").  The worker
  * first does what needs the whole system -- loading its backends, CUDA
  * initialisation, which opens device nodes, starts driver threads and talks
  * to the MPS socket -- and only then calls sandbox_enter(), which puts three
@@ -72,10 +78,49 @@
 
 #include <seccomp.h>
 
-#include "kgymd.h"
-#include "sandbox.h"
+#include "kgym/sandbox.h"
 
 #define nitems(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ------------------------------------------------------------ logging */
+
+static void (*sandbox_log_fn)(enum sandbox_log_level, const char *, void *);
+static void *sandbox_log_arg;
+
+void
+sandbox_set_log(void (*fn)(enum sandbox_log_level level, const char *msg, void *arg),
+    void *arg)
+{
+	sandbox_log_fn = fn;
+	sandbox_log_arg = arg;
+}
+
+int
+sandbox_version(void)
+{
+	return KGYM_SANDBOX_VERSION;
+}
+
+static void sandbox_log(enum sandbox_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+sandbox_log(enum sandbox_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	if (sandbox_log_fn == NULL)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	if (msg == NULL)
+		return;		/* no memory: the message is only advice */
+	sandbox_log_fn(level, msg, sandbox_log_arg);
+	free(msg);
+}
 
 /* ---------------------------------------------------------- the tables */
 
@@ -126,7 +171,8 @@ static const char *const sandbox_common[] = {
  *
  * Deliberately absent:
  *  - socket and connect.  The driver connects to the MPS control socket
- *    during cuInit, before the filter (DESIGN §2, measured).  Later, an
+ *    during cuInit, before the filter (measured: ARCHITECTURE.md,
+ *    "What the GPU machine taught").  Later, an
  *    AF_UNIX socket could connect by path to kgymd's own control socket or
  *    the journal: seccomp cannot read the path, and Landlock up to ABI 7
  *    does not mediate connecting to a named socket.  Should strace show the
@@ -726,7 +772,7 @@ sandbox_landlock_path(int ruleset, const char *path, uint64_t access,
 	if (fd == -1) {
 		rc = -errno;
 		if (!required && (rc == -ENOENT || rc == -ENOTDIR)) {
-			log_debug("sandbox: %s does not exist; no rule", path);
+			sandbox_log(SANDBOX_LOG_DEBUG, "sandbox: %s does not exist; no rule", path);
 			return 0;
 		}
 		sandbox_cause(ret_cause, "sandbox: Landlock rule for %s: %s",
@@ -881,7 +927,7 @@ sandbox_landlock_count_threads(void)
 			n++;
 	closedir(dir);
 	if (n > 1)
-		log_info("sandbox: Landlock ABI < 8 binds this thread only; "
+		sandbox_log(SANDBOX_LOG_INFO, "sandbox: Landlock ABI < 8 binds this thread only; "
 		    "%d other thread(s) keep the file system (seccomp still "
 		    "binds them)", n - 1);
 }
@@ -968,7 +1014,7 @@ sandbox_landlock(const struct sandbox_policy *p, char **ret_cause)
 		    strerror(-rc));
 		goto close_ruleset;
 	}
-	log_debug("sandbox: Landlock ABI %d in force", abi);
+	sandbox_log(SANDBOX_LOG_DEBUG, "sandbox: Landlock ABI %d in force", abi);
 close_ruleset:
 	close(ruleset);
 	return rc;
@@ -1010,10 +1056,10 @@ sandbox_seccomp_allow(scmp_filter_ctx ctx, const struct sandbox_policy *p,
 	if (sys < 0) {
 		/* Tables span architectures; a backend's list may not. */
 		if (extra)
-			log_warnx("sandbox: a backend's system call %s does "
+			sandbox_log(SANDBOX_LOG_WARNING, "sandbox: a backend's system call %s does "
 			    "not exist here; not allowed", name);
 		else
-			log_debug("sandbox: no system call %s here", name);
+			sandbox_log(SANDBOX_LOG_DEBUG, "sandbox: no system call %s here", name);
 		return 0;
 	}
 	sp = sandbox_special_find(name);
@@ -1211,7 +1257,7 @@ sandbox_enter(const struct sandbox_policy *p, struct sandbox_report *ret_report,
 		return -EOPNOTSUPP;
 	}
 	if (rc == -EOPNOTSUPP) {
-		log_warnx("%s: the file system is not restricted",
+		sandbox_log(SANDBOX_LOG_WARNING, "%s: the file system is not restricted",
 		    cause != NULL ? cause : "sandbox: no Landlock");
 		free(cause);
 		abi = 0;
