@@ -118,6 +118,7 @@ control_conn_free(struct conn *conn)
 	if (conn->idle_ev != NULL)
 		event_free(conn->idle_ev);
 	wait_conn_gone(conn);
+	ops_conn_gone(conn);
 	control_input -= conn->in_counted;
 	TAILQ_REMOVE(&control_conns, conn, entry);
 	if (conn->refused)

@@ -17,7 +17,7 @@
 
 #include <event2/event.h>
 
-#include "kgymd.h"
+#include "queue.h"
 
 #define OPS_LIST_DEFAULT	100
 #define OPS_LIST_MAX		1000	/* a page; more with `before` */
@@ -35,18 +35,92 @@ ops_error(struct conn *conn, struct request *req, const char *code, const char *
     __attribute__((format(printf, 4, 5)));
 
 static void
-ops_error(struct conn *conn, struct request *req, const char *code, const char *fmt, ...)
+ops_verror(struct conn *conn, json_t *req_id, const char *code, const char *fmt, va_list ap)
 {
 	char message[768];
 	json_t *reply;
+
+	vsnprintf(message, sizeof message, fmt, ap);
+	reply = proto_reply_error(req_id, code, message);
+	control_send(conn, reply);
+	json_decref(reply);
+}
+
+static void
+ops_error(struct conn *conn, struct request *req, const char *code, const char *fmt, ...)
+{
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(message, sizeof message, fmt, ap);
+	ops_verror(conn, req->id, code, fmt, ap);
 	va_end(ap);
-	reply = proto_reply_error(req->id, code, message);
-	control_send(conn, reply);
-	json_decref(reply);
+}
+
+/*
+ * A request answered later, from a shared queue's reply (queue->lookup,
+ * list, nodes): it keeps its connection's pointer until the connection
+ * goes (ops_conn_gone), and then answers nobody.
+ */
+struct ops_later {
+	struct conn *conn;		/* NULL once gone */
+	json_t *req_id;
+	json_t *reply;
+	char id[KGYM_TASK_ID_MAX + 1];
+	struct store_row *local;	/* this node's copy of the task, or NULL */
+	struct ops_list_page *page;
+	TAILQ_ENTRY(ops_later) entry;
+};
+static TAILQ_HEAD(, ops_later) ops_laters = TAILQ_HEAD_INITIALIZER(ops_laters);
+
+static struct ops_later *
+ops_later_new(struct conn *conn, struct request *req, json_t *reply, const char *id)
+{
+	struct ops_later *l;
+
+	if ((l = calloc(1, sizeof *l)) == NULL)
+		return NULL;
+	l->conn = conn;
+	l->req_id = req->id != NULL ? json_incref(req->id) : NULL;
+	l->reply = json_incref(reply);
+	if (id != NULL)
+		snprintf(l->id, sizeof l->id, "%s", id);
+	TAILQ_INSERT_TAIL(&ops_laters, l, entry);
+	return l;
+}
+
+static void
+ops_later_free(struct ops_later *l)
+{
+	TAILQ_REMOVE(&ops_laters, l, entry);
+	json_decref(l->req_id);
+	json_decref(l->reply);
+	store_row_free(l->local);
+	free(l->page);
+	free(l);
+}
+
+static void
+ops_later_error(struct ops_later *l, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+ops_later_error(struct ops_later *l, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	ops_verror(l->conn, l->req_id, code, fmt, ap);
+	va_end(ap);
+}
+
+void
+ops_conn_gone(struct conn *conn)
+{
+	struct ops_later *l;
+
+	TAILQ_FOREACH(l, &ops_laters, entry)
+		if (l->conn == conn)
+			l->conn = NULL;
 }
 
 static void
@@ -133,6 +207,7 @@ struct ops_pending {
 	bool committing;		/* the batch is with the writer */
 	struct sched_batch *batch;
 	char *store_failure;		/* why the store refused the batch */
+	bool store_unavailable;		/* the shared queue could not be reached */
 	uint64_t t0;
 	struct event *ev;
 };
@@ -231,7 +306,8 @@ ops_submit_finish(struct ops_pending *p)
 
 	/* The store failed before anything was accepted: the request failed. */
 	if (p->store_failure != NULL && json_array_size(p->accepted) == 0) {
-		ops_error(conn, &p->req, "internal", "%s", p->store_failure);
+		ops_error(conn, &p->req, p->store_unavailable ? "unavailable" : "internal", "%s",
+		    p->store_failure);
 		return;
 	}
 	json_object_set(p->reply, "accepted", p->accepted);
@@ -305,12 +381,13 @@ ops_submit_committed(struct sched_batch *b, int error, void *arg)
 		index = (size_t)json_integer_value(json_object_get(a, "index"));
 		id = json_string_value(json_object_get(a, "task_id"));
 		if (error < 0) {
-			json_array_append_new(p->rejected, ops_rejection(index, "internal",
+			json_array_append_new(p->rejected, ops_rejection(index,
+			    error == -EAGAIN ? "unavailable" : "internal",
+			    sched_batch_cause(b) != NULL ? sched_batch_cause(b) :
 			    "the task store could not commit the submission"));
-		} else if (!sched_batch_dup(b, k)) {
+		} else if (!sched_batch_dup(b, k, &state, &owner)) {
 			continue;
-		} else if (sched_find(id, &state, &owner) == 0 &&
-		    control_may_see(p->conn, owner)) {
+		} else if (control_may_see(p->conn, owner)) {
 			/* Another submit of this id got there first: that one stands. */
 			json_object_set_new(a, "existing", json_true());
 			json_object_set_new(a, "state", json_string(proto_state_name(state)));
@@ -322,8 +399,11 @@ ops_submit_committed(struct sched_batch *b, int error, void *arg)
 		json_object_set_new(a, "_drop", json_true());
 		drops = true;
 	}
-	if (error < 0 && p->store_failure == NULL)
-		p->store_failure = strdup("the task store could not commit the submission");
+	if (error < 0 && p->store_failure == NULL) {
+		p->store_failure = strdup(sched_batch_cause(b) != NULL ? sched_batch_cause(b) :
+		    "the task store could not commit the submission");
+		p->store_unavailable = error == -EAGAIN;
+	}
 	if (drops)
 		ops_submit_prune(p);
 	ops_submit_end(p);
@@ -452,7 +532,7 @@ static int
 ops_get_row(struct conn *conn, struct request *req, const char *id,
     struct store_row **ret_row)
 {
-	int error = store_get(kgymd_store, id, ret_row);
+	int error = queue->get(id, ret_row);
 
 	/* Another client's task is not found: its existence is not ours to learn. */
 	if (error == 0 && !control_may_see(conn, (*ret_row)->owner)) {
@@ -466,6 +546,135 @@ ops_get_row(struct conn *conn, struct request *req, const char *id,
 	return error;
 }
 
+/* ----------------------------------------------- answers from a shared queue */
+
+#define OPS_UNAVAILABLE	"the cluster queue (Redis) is unavailable"
+
+/*
+ * With a shared queue, a task not live here is asked of the queue, which
+ * holds the result that stands (this node's copy may be of a run whose
+ * result lost); this node's copy answers only when the queue cannot.
+ */
+static bool
+ops_ask_queue(struct conn *conn, struct request *req, json_t *reply, const char *id,
+    bool with_result, queue_lookup_cb *cb)
+{
+	struct store_row *row = NULL;
+	struct ops_later *l;
+
+	if (queue->lookup == NULL || task_index_find(id) != NULL)
+		return false;
+	if ((l = ops_later_new(conn, req, reply, id)) == NULL)
+		return false;
+	if (queue->get(id, &row) == 0)
+		l->local = row;
+	queue->lookup(id, with_result, cb, l);
+	return true;
+}
+
+/* The row to answer from, or NULL when the error reply has gone out. */
+static const struct store_row *
+ops_later_row(struct ops_later *l, int error, const struct store_row *row)
+{
+	if (error < 0 && l->local != NULL) {
+		row = l->local;
+		error = 0;
+	}
+	if (error == -ENOENT || (error == 0 && !control_may_see(l->conn, row->owner))) {
+		ops_later_error(l, "not_found", "no task with task_id '%.128s'", l->id);
+		return NULL;
+	}
+	if (error < 0) {
+		ops_later_error(l, "unavailable", OPS_UNAVAILABLE " and this node has no copy "
+		    "of task '%.128s'", l->id);
+		return NULL;
+	}
+	return row;
+}
+
+static void
+ops_status_looked_up(int error, const struct store_row *row, void *arg)
+{
+	struct ops_later *l = arg;
+
+	if (l->conn != NULL && (row = ops_later_row(l, error, row)) != NULL) {
+		ops_row_fields(l->reply, row);
+		control_send(l->conn, l->reply);
+	}
+	ops_later_free(l);
+}
+
+static void
+ops_result_looked_up(int error, const struct store_row *row, void *arg)
+{
+	struct ops_later *l = arg;
+	json_t *result;
+
+	if (l->conn == NULL || (row = ops_later_row(l, error, row)) == NULL) {
+		ops_later_free(l);
+		return;
+	}
+	if (!proto_state_terminal(row->state) || row->result == NULL) {
+		ops_later_error(l, "not_ready", "task '%s' is %s; its result is not ready",
+		    l->id, proto_state_name(row->state));
+	} else {
+		result = json_loads(row->result, 0, NULL);
+		json_object_set_new(l->reply, "task_id", json_string(l->id));
+		json_object_set_new(l->reply, "state", json_string(proto_state_name(row->state)));
+		json_object_set_new(l->reply, "result", result != NULL ? result : json_null());
+		control_send(l->conn, l->reply);
+	}
+	ops_later_free(l);
+}
+
+static void
+ops_cancel_reply(struct ops_later *l, enum task_state state, bool cancelled)
+{
+	json_object_set_new(l->reply, "task_id", json_string(l->id));
+	json_object_set_new(l->reply, "state", json_string(proto_state_name(state)));
+	json_object_set_new(l->reply, "cancelled", json_boolean(cancelled));
+	control_send(l->conn, l->reply);
+}
+
+static void
+ops_cancel_done(int error, const struct store_row *row, void *arg)
+{
+	struct ops_later *l = arg;
+
+	if (l->conn == NULL)
+		;
+	else if (error == 0 || (error == -EALREADY && row != NULL))
+		ops_cancel_reply(l, row->state, error == 0);
+	else if (error == -ENOENT)
+		ops_later_error(l, "not_found", "no task with task_id '%.128s'", l->id);
+	else
+		ops_later_error(l, "unavailable", OPS_UNAVAILABLE "; the task was not cancelled");
+	ops_later_free(l);
+}
+
+/* Who may cancel it is known: now cancel it in the queue, if it has not ended. */
+static void
+ops_cancel_looked_up(int error, const struct store_row *row, void *arg)
+{
+	struct ops_later *l = arg;
+
+	if (l->conn == NULL) {
+		ops_later_free(l);
+		return;
+	}
+	if (error == -ENOENT || (error == 0 && !control_may_see(l->conn, row->owner)))
+		ops_later_error(l, "not_found", "no task with task_id '%.128s'", l->id);
+	else if (error < 0)
+		ops_later_error(l, "unavailable", OPS_UNAVAILABLE "; the task was not cancelled");
+	else if (proto_state_terminal(row->state))
+		ops_cancel_reply(l, row->state, false);
+	else {
+		queue->cancel(l->id, ops_cancel_done, l);
+		return;
+	}
+	ops_later_free(l);
+}
+
 static void
 ops_status(struct conn *conn, struct request *req, json_t *reply)
 {
@@ -473,7 +682,9 @@ ops_status(struct conn *conn, struct request *req, json_t *reply)
 	struct task *task;
 	const char *id;
 
-	if (ops_task_id(conn, req, &id) < 0 || ops_get_row(conn, req, id, &row) < 0)
+	if (ops_task_id(conn, req, &id) < 0 ||
+	    ops_ask_queue(conn, req, reply, id, false, ops_status_looked_up) ||
+	    ops_get_row(conn, req, id, &row) < 0)
 		return;
 	/*
 	 * A cancel is answered "cancelled" at once, while the writer commits
@@ -496,7 +707,9 @@ ops_result(struct conn *conn, struct request *req, json_t *reply)
 	const char *id;
 	json_t *result;
 
-	if (ops_task_id(conn, req, &id) < 0 || ops_get_row(conn, req, id, &row) < 0)
+	if (ops_task_id(conn, req, &id) < 0 ||
+	    ops_ask_queue(conn, req, reply, id, true, ops_result_looked_up) ||
+	    ops_get_row(conn, req, id, &row) < 0)
 		return;
 	/*
 	 * A cancel is answered "cancelled" at once, and status says so while
@@ -572,7 +785,7 @@ ops_task_visible(struct conn *conn, const char *id)
 		return true;
 	if ((task = task_index_find(id)) != NULL)
 		return control_may_see(conn, task->owner);
-	if (store_get(kgymd_store, id, &row) < 0)
+	if (queue->get(id, &row) < 0)
 		return true;
 	visible = control_may_see(conn, row->owner);
 	store_row_free(row);
@@ -587,6 +800,10 @@ ops_cancel(struct conn *conn, struct request *req, json_t *reply)
 	int error;
 
 	if (ops_task_id(conn, req, &id) < 0)
+		return;
+	/* Not live here: the shared queue says whose it is, then cancels it. */
+	if (queue->cancel != NULL && task_index_find(id) == NULL &&
+	    ops_ask_queue(conn, req, reply, id, false, ops_cancel_looked_up))
 		return;
 	if (!ops_task_visible(conn, id))
 		return ops_error(conn, req, "not_found", "no task with task_id '%.128s'", id);
@@ -604,33 +821,56 @@ ops_cancel(struct conn *conn, struct request *req, json_t *reply)
 struct ops_list_page {
 	json_t *tasks;
 	int64_t last_seq;
+	int64_t limit;
 };
 
 static int
 ops_list_row(const struct store_row *row, void *arg)
 {
-	struct ops_list_page *page = arg;
+	struct ops_later *l = arg;
 	json_t *o = json_object();
 
 	ops_row_fields(o, row);
 	json_object_del(o, "error_message");
-	json_array_append_new(page->tasks, o);
-	page->last_seq = row->seq;
+	json_array_append_new(l->page->tasks, o);
+	l->page->last_seq = row->seq;
 	return 0;
+}
+
+static void
+ops_list_done(int error, void *arg)
+{
+	struct ops_later *l = arg;
+	struct ops_list_page *page = l->page;
+
+	if (l->conn == NULL) {
+		;
+	} else if (error < 0) {
+		ops_later_error(l, error == -EAGAIN ? "unavailable" : "internal", "%s",
+		    error == -EAGAIN ? OPS_UNAVAILABLE : "the task store failed to list tasks");
+	} else {
+		json_object_set_new(l->reply, "next", json_array_size(page->tasks) ==
+		    (size_t)page->limit ? json_integer(page->last_seq) : json_null());
+		json_object_set(l->reply, "tasks", page->tasks);
+		control_send(l->conn, l->reply);
+	}
+	json_decref(page->tasks);
+	ops_later_free(l);
 }
 
 /*
  * A page of at most `limit` tasks, newest first, walked from an index; the
  * reply's `next` (when the page is full) is the `before` of the next page.
- * Admins list every task; any other client its own.
+ * Admins list every task; any other client its own.  A shared queue lists
+ * the tasks of every node.
  */
 static void
 ops_list(struct conn *conn, struct request *req, json_t *reply)
 {
 	struct proto_error err = { 0 };
-	struct ops_list_page page = { 0 };
 	const char *state_name = NULL;
 	int64_t limit = OPS_LIST_DEFAULT, before = 0;
+	struct ops_later *l;
 	int state = -1;
 
 	if (proto_get_string(req->root, "state", false, &state_name, &err) < 0 ||
@@ -641,16 +881,44 @@ ops_list(struct conn *conn, struct request *req, json_t *reply)
 		return ops_error(conn, req, "bad_request",
 		    "field 'state': expected queued, running, completed, failed or cancelled, got '%.32s'",
 		    state_name);
-	page.tasks = json_array();
-	if (store_list(kgymd_store, state, conn->admin ? NULL : conn->owner, before,
-	    (int)limit, ops_list_row, &page) < 0) {
-		json_decref(page.tasks);
-		return ops_error(conn, req, "internal", "the task store failed to list tasks");
+	if ((l = ops_later_new(conn, req, reply, NULL)) == NULL ||
+	    (l->page = calloc(1, sizeof *l->page)) == NULL) {
+		if (l != NULL)
+			ops_later_free(l);
+		return ops_error(conn, req, "internal", "out of memory");
 	}
-	json_object_set_new(reply, "next", json_array_size(page.tasks) == (size_t)limit ?
-	    json_integer(page.last_seq) : json_null());
-	json_object_set_new(reply, "tasks", page.tasks);
-	control_send(conn, reply);
+	l->page->tasks = json_array();
+	l->page->limit = limit;
+	queue->list(state, conn->admin ? NULL : conn->owner, before, (int)limit, ops_list_row,
+	    ops_list_done, l);
+}
+
+/* workers and stats with a shared queue: every node's heartbeat too. */
+static void
+ops_nodes_done(json_t *nodes, void *arg)
+{
+	struct ops_later *l = arg;
+
+	if (l->conn != NULL) {
+		json_object_set_new(l->reply, "node", json_string(queue_node));
+		json_object_set(l->reply, "nodes", nodes != NULL ? nodes : json_null());
+		if (nodes == NULL)
+			json_object_set_new(l->reply, "nodes_error", json_string(OPS_UNAVAILABLE));
+		control_send(l->conn, l->reply);
+	}
+	ops_later_free(l);
+}
+
+static void
+ops_send_with_nodes(struct conn *conn, struct request *req, json_t *reply)
+{
+	struct ops_later *l;
+
+	if (queue->nodes == NULL || (l = ops_later_new(conn, req, reply, NULL)) == NULL) {
+		control_send(conn, reply);
+		return;
+	}
+	queue->nodes(ops_nodes_done, l);
 }
 
 static void
@@ -661,7 +929,7 @@ ops_workers(struct conn *conn, struct request *req, json_t *reply)
 	json_object_update(reply, pool);
 	json_decref(pool);
 	json_object_set_new(reply, "workers_per_gpu", json_integer(kgymd_config->workers_per_gpu));
-	control_send(conn, reply);
+	ops_send_with_nodes(conn, req, reply);
 }
 
 static void
@@ -699,7 +967,7 @@ ops_stats(struct conn *conn, struct request *req, json_t *reply)
 
 	json_object_update(reply, stats);
 	json_decref(stats);
-	control_send(conn, reply);
+	ops_send_with_nodes(conn, req, reply);
 }
 
 static void
