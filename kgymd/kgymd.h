@@ -642,6 +642,8 @@ void	wait_task_done(const char *id, enum task_state state, json_t *result);
 void	wait_conn_gone(struct conn *conn);
 /* Whether some client waits for task `id`. */
 bool	wait_watched(const char *id);
+/* cb(id) for every id some client waits for; cb must not change the waits. */
+void	wait_foreach_watched(void (*cb)(const char *id));
 /*
  * What a shared queue says of a task that is not live here (error 0 and
  * its row, with the result text when final; -ENOENT unknown; other errors

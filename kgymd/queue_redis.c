@@ -927,10 +927,21 @@ qr_on_message(const char *channel, const char *data, size_t len)
 		qr_lookup(id, true, qr_done_looked_up, id);
 }
 
+/* Waits for tasks of other nodes may have missed their end while Redis was away. */
+static void
+qr_ask_again(const char *id)
+{
+	char *copy;
+
+	if (task_index_find(id) == NULL && (copy = strdup(id)) != NULL)
+		qr_lookup(copy, true, qr_done_looked_up, copy);
+}
+
 static void
 qr_on_up(void)
 {
 	qr_outbox_flush();
+	wait_foreach_watched(qr_ask_again);
 	qr_heartbeat(-1, 0, NULL);
 	qr_reclaim = true;
 	sched_kick();

@@ -322,6 +322,23 @@ wait_task_done(const char *id, enum task_state state, json_t *result)
 	watch_node_release(node);
 }
 
+static void (*wait_walk_cb)(const char *id);
+
+static void
+wait_walk_node(const void *n, VISIT which, int depth)
+{
+	if (which == postorder || which == leaf)
+		wait_walk_cb((*(struct watch_node *const *)n)->id);
+}
+
+void
+wait_foreach_watched(void (*cb)(const char *id))
+{
+	wait_walk_cb = cb;
+	twalk(watch_root, wait_walk_node);
+	wait_walk_cb = NULL;
+}
+
 bool
 wait_watched(const char *id)
 {
