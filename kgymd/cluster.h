@@ -51,6 +51,25 @@ int	cluster_argv_fmt(struct cluster_argv *a, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
 void	cluster_argv_clear(struct cluster_argv *a);
 
+/* This node's name (queue_redis.c). */
+extern char cluster_node[65];
+
+/* Replies (cluster_read.c): a string or NULL, an integer or def, a copy. */
+const char *cluster_str(const redisReply *r);
+long long cluster_int(const redisReply *r, long long def);
+char	*cluster_dup(const redisReply *r);
+/* False for no reply or an error reply (logged, naming `what`). */
+bool	cluster_reply_ok(const redisReply *r, const char *what);
+/* EVAL of a script with no keys: begin the words, then send them (cleared). */
+int	cluster_eval_begin(struct cluster_argv *a, const char *script);
+int	cluster_eval(const char *script, struct cluster_argv *a, cluster_reply_cb *cb, void *arg);
+/* The queue backend's reads (queue.h's lookup, cancel, list, nodes). */
+void	cluster_lookup(const char *id, bool with_result, queue_lookup_cb *cb, void *arg);
+void	cluster_cancel(const char *id, queue_lookup_cb *cb, void *arg);
+void	cluster_list(int state, const char *owner, int64_t before_seq, int limit,
+	    queue_row_cb *row_cb, void (*done)(int, void *), void *arg);
+void	cluster_nodes(void (*cb)(json_t *nodes, void *arg), void *arg);
+
 /* The Lua scripts of queue_redis.c (cluster_lua.c). */
 extern const char cluster_lua_submit[];
 extern const char cluster_lua_claim[];

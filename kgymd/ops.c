@@ -17,7 +17,7 @@
 
 #include <event2/event.h>
 
-#include "queue.h"
+#include "ops.h"
 
 #define OPS_LIST_DEFAULT	100
 #define OPS_LIST_MAX		1000	/* a page; more with `before` */
@@ -34,7 +34,7 @@ static void
 ops_error(struct conn *conn, struct request *req, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-static void
+void
 ops_verror(struct conn *conn, json_t *req_id, const char *code, const char *fmt, va_list ap)
 {
 	char message[768];
@@ -56,72 +56,6 @@ ops_error(struct conn *conn, struct request *req, const char *code, const char *
 	va_end(ap);
 }
 
-/*
- * A request answered later, from a shared queue's reply (queue->lookup,
- * list, nodes): it keeps its connection's pointer until the connection
- * goes (ops_conn_gone), and then answers nobody.
- */
-struct ops_later {
-	struct conn *conn;		/* NULL once gone */
-	json_t *req_id;
-	json_t *reply;
-	char id[KGYM_TASK_ID_MAX + 1];
-	struct store_row *local;	/* this node's copy of the task, or NULL */
-	struct ops_list_page *page;
-	TAILQ_ENTRY(ops_later) entry;
-};
-static TAILQ_HEAD(, ops_later) ops_laters = TAILQ_HEAD_INITIALIZER(ops_laters);
-
-static struct ops_later *
-ops_later_new(struct conn *conn, struct request *req, json_t *reply, const char *id)
-{
-	struct ops_later *l;
-
-	if ((l = calloc(1, sizeof *l)) == NULL)
-		return NULL;
-	l->conn = conn;
-	l->req_id = req->id != NULL ? json_incref(req->id) : NULL;
-	l->reply = json_incref(reply);
-	if (id != NULL)
-		snprintf(l->id, sizeof l->id, "%s", id);
-	TAILQ_INSERT_TAIL(&ops_laters, l, entry);
-	return l;
-}
-
-static void
-ops_later_free(struct ops_later *l)
-{
-	TAILQ_REMOVE(&ops_laters, l, entry);
-	json_decref(l->req_id);
-	json_decref(l->reply);
-	store_row_free(l->local);
-	free(l->page);
-	free(l);
-}
-
-static void
-ops_later_error(struct ops_later *l, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-ops_later_error(struct ops_later *l, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	ops_verror(l->conn, l->req_id, code, fmt, ap);
-	va_end(ap);
-}
-
-void
-ops_conn_gone(struct conn *conn)
-{
-	struct ops_later *l;
-
-	TAILQ_FOREACH(l, &ops_laters, entry)
-		if (l->conn == conn)
-			l->conn = NULL;
-}
 
 static void
 ops_bad(struct conn *conn, struct request *req, const struct proto_error *err)
@@ -509,7 +443,7 @@ ops_task_id(struct conn *conn, struct request *req, const char **ret_id)
 	return 0;
 }
 
-static void
+void
 ops_row_fields(json_t *o, const struct store_row *row)
 {
 	json_object_set_new(o, "task_id", json_string(row->id));
@@ -544,135 +478,6 @@ ops_get_row(struct conn *conn, struct request *req, const char *id,
 	else if (error < 0)
 		ops_error(conn, req, "internal", "the task store failed: %s", strerror(-error));
 	return error;
-}
-
-/* ----------------------------------------------- answers from a shared queue */
-
-#define OPS_UNAVAILABLE	"the cluster queue (Redis) is unavailable"
-
-/*
- * With a shared queue, a task not live here is asked of the queue, which
- * holds the result that stands (this node's copy may be of a run whose
- * result lost); this node's copy answers only when the queue cannot.
- */
-static bool
-ops_ask_queue(struct conn *conn, struct request *req, json_t *reply, const char *id,
-    bool with_result, queue_lookup_cb *cb)
-{
-	struct store_row *row = NULL;
-	struct ops_later *l;
-
-	if (queue->lookup == NULL || task_index_find(id) != NULL)
-		return false;
-	if ((l = ops_later_new(conn, req, reply, id)) == NULL)
-		return false;
-	if (queue->get(id, &row) == 0)
-		l->local = row;
-	queue->lookup(id, with_result, cb, l);
-	return true;
-}
-
-/* The row to answer from, or NULL when the error reply has gone out. */
-static const struct store_row *
-ops_later_row(struct ops_later *l, int error, const struct store_row *row)
-{
-	if (error < 0 && l->local != NULL) {
-		row = l->local;
-		error = 0;
-	}
-	if (error == -ENOENT || (error == 0 && !control_may_see(l->conn, row->owner))) {
-		ops_later_error(l, "not_found", "no task with task_id '%.128s'", l->id);
-		return NULL;
-	}
-	if (error < 0) {
-		ops_later_error(l, "unavailable", OPS_UNAVAILABLE " and this node has no copy "
-		    "of task '%.128s'", l->id);
-		return NULL;
-	}
-	return row;
-}
-
-static void
-ops_status_looked_up(int error, const struct store_row *row, void *arg)
-{
-	struct ops_later *l = arg;
-
-	if (l->conn != NULL && (row = ops_later_row(l, error, row)) != NULL) {
-		ops_row_fields(l->reply, row);
-		control_send(l->conn, l->reply);
-	}
-	ops_later_free(l);
-}
-
-static void
-ops_result_looked_up(int error, const struct store_row *row, void *arg)
-{
-	struct ops_later *l = arg;
-	json_t *result;
-
-	if (l->conn == NULL || (row = ops_later_row(l, error, row)) == NULL) {
-		ops_later_free(l);
-		return;
-	}
-	if (!proto_state_terminal(row->state) || row->result == NULL) {
-		ops_later_error(l, "not_ready", "task '%s' is %s; its result is not ready",
-		    l->id, proto_state_name(row->state));
-	} else {
-		result = json_loads(row->result, 0, NULL);
-		json_object_set_new(l->reply, "task_id", json_string(l->id));
-		json_object_set_new(l->reply, "state", json_string(proto_state_name(row->state)));
-		json_object_set_new(l->reply, "result", result != NULL ? result : json_null());
-		control_send(l->conn, l->reply);
-	}
-	ops_later_free(l);
-}
-
-static void
-ops_cancel_reply(struct ops_later *l, enum task_state state, bool cancelled)
-{
-	json_object_set_new(l->reply, "task_id", json_string(l->id));
-	json_object_set_new(l->reply, "state", json_string(proto_state_name(state)));
-	json_object_set_new(l->reply, "cancelled", json_boolean(cancelled));
-	control_send(l->conn, l->reply);
-}
-
-static void
-ops_cancel_done(int error, const struct store_row *row, void *arg)
-{
-	struct ops_later *l = arg;
-
-	if (l->conn == NULL)
-		;
-	else if (error == 0 || (error == -EALREADY && row != NULL))
-		ops_cancel_reply(l, row->state, error == 0);
-	else if (error == -ENOENT)
-		ops_later_error(l, "not_found", "no task with task_id '%.128s'", l->id);
-	else
-		ops_later_error(l, "unavailable", OPS_UNAVAILABLE "; the task was not cancelled");
-	ops_later_free(l);
-}
-
-/* Who may cancel it is known: now cancel it in the queue, if it has not ended. */
-static void
-ops_cancel_looked_up(int error, const struct store_row *row, void *arg)
-{
-	struct ops_later *l = arg;
-
-	if (l->conn == NULL) {
-		ops_later_free(l);
-		return;
-	}
-	if (error == -ENOENT || (error == 0 && !control_may_see(l->conn, row->owner)))
-		ops_later_error(l, "not_found", "no task with task_id '%.128s'", l->id);
-	else if (error < 0)
-		ops_later_error(l, "unavailable", OPS_UNAVAILABLE "; the task was not cancelled");
-	else if (proto_state_terminal(row->state))
-		ops_cancel_reply(l, row->state, false);
-	else {
-		queue->cancel(l->id, ops_cancel_done, l);
-		return;
-	}
-	ops_later_free(l);
 }
 
 static void
@@ -818,46 +623,6 @@ ops_cancel(struct conn *conn, struct request *req, json_t *reply)
 	control_send(conn, reply);
 }
 
-struct ops_list_page {
-	json_t *tasks;
-	int64_t last_seq;
-	int64_t limit;
-};
-
-static int
-ops_list_row(const struct store_row *row, void *arg)
-{
-	struct ops_later *l = arg;
-	json_t *o = json_object();
-
-	ops_row_fields(o, row);
-	json_object_del(o, "error_message");
-	json_array_append_new(l->page->tasks, o);
-	l->page->last_seq = row->seq;
-	return 0;
-}
-
-static void
-ops_list_done(int error, void *arg)
-{
-	struct ops_later *l = arg;
-	struct ops_list_page *page = l->page;
-
-	if (l->conn == NULL) {
-		;
-	} else if (error < 0) {
-		ops_later_error(l, error == -EAGAIN ? "unavailable" : "internal", "%s",
-		    error == -EAGAIN ? OPS_UNAVAILABLE : "the task store failed to list tasks");
-	} else {
-		json_object_set_new(l->reply, "next", json_array_size(page->tasks) ==
-		    (size_t)page->limit ? json_integer(page->last_seq) : json_null());
-		json_object_set(l->reply, "tasks", page->tasks);
-		control_send(l->conn, l->reply);
-	}
-	json_decref(page->tasks);
-	ops_later_free(l);
-}
-
 /*
  * A page of at most `limit` tasks, newest first, walked from an index; the
  * reply's `next` (when the page is full) is the `before` of the next page.
@@ -891,34 +656,6 @@ ops_list(struct conn *conn, struct request *req, json_t *reply)
 	l->page->limit = limit;
 	queue->list(state, conn->admin ? NULL : conn->owner, before, (int)limit, ops_list_row,
 	    ops_list_done, l);
-}
-
-/* workers and stats with a shared queue: every node's heartbeat too. */
-static void
-ops_nodes_done(json_t *nodes, void *arg)
-{
-	struct ops_later *l = arg;
-
-	if (l->conn != NULL) {
-		json_object_set_new(l->reply, "node", json_string(queue_node));
-		json_object_set(l->reply, "nodes", nodes != NULL ? nodes : json_null());
-		if (nodes == NULL)
-			json_object_set_new(l->reply, "nodes_error", json_string(OPS_UNAVAILABLE));
-		control_send(l->conn, l->reply);
-	}
-	ops_later_free(l);
-}
-
-static void
-ops_send_with_nodes(struct conn *conn, struct request *req, json_t *reply)
-{
-	struct ops_later *l;
-
-	if (queue->nodes == NULL || (l = ops_later_new(conn, req, reply, NULL)) == NULL) {
-		control_send(conn, reply);
-		return;
-	}
-	queue->nodes(ops_nodes_done, l);
 }
 
 static void

@@ -35,7 +35,7 @@
 
 #define QR_UNAVAILABLE	"the cluster queue (Redis) is unavailable; try again later"
 
-static char qr_node[65];
+char cluster_node[65];
 static struct event *qr_heartbeat_ev, *qr_reclaim_ev;
 static TAILQ_HEAD(, queue_marks) qr_outbox = TAILQ_HEAD_INITIALIZER(qr_outbox);
 static bool qr_claiming, qr_claim_again, qr_reclaim;
@@ -95,67 +95,6 @@ qr_claim_drop(const char *id)
 	qr_nclaims--;
 }
 
-/* ----------------------------------------------------------- replies */
-
-static const char *
-qr_str(const redisReply *r)
-{
-	return r != NULL && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) ?
-	    r->str : NULL;
-}
-
-static long long
-qr_int(const redisReply *r, long long def)
-{
-	if (r == NULL)
-		return def;
-	if (r->type == REDIS_REPLY_INTEGER)
-		return r->integer;
-	if (r->type == REDIS_REPLY_STRING)
-		return strtoll(r->str, NULL, 10);
-	return def;
-}
-
-static char *
-qr_dup(const redisReply *r)
-{
-	const char *s = qr_str(r);
-
-	return s != NULL ? strdup(s) : NULL;
-}
-
-static bool
-qr_reply_ok(const redisReply *r, const char *what)
-{
-	if (r == NULL)
-		return false;
-	if (r->type == REDIS_REPLY_ERROR) {
-		log_warnx("cluster: Redis refused %s: %s", what, r->str);
-		return false;
-	}
-	return true;
-}
-
-static int
-qr_eval(const char *script, struct cluster_argv *a, cluster_reply_cb *cb, void *arg)
-{
-	int error = cluster_command(cb, arg, (int)a->n, a->v, a->len);
-
-	cluster_argv_clear(a);
-	return error;
-}
-
-/* Start an EVAL of script with no keys. */
-static int
-qr_eval_begin(struct cluster_argv *a, const char *script)
-{
-	memset(a, 0, sizeof *a);
-	if (cluster_argv_str(a, "EVAL") < 0 || cluster_argv_str(a, script) < 0 ||
-	    cluster_argv_str(a, "0") < 0)
-		return -ENOMEM;
-	return 0;
-}
-
 /* ------------------------------------------------------------- submit */
 
 struct qr_submit {
@@ -202,16 +141,16 @@ qr_submit_reply(redisAsyncContext *ac, void *r, void *arg)
 
 	if (reply == NULL)
 		return qr_submit_fail(s, -EAGAIN, QR_UNAVAILABLE);
-	if (!qr_reply_ok(reply, "a submission") || reply->type != REDIS_REPLY_ARRAY ||
+	if (!cluster_reply_ok(reply, "a submission") || reply->type != REDIS_REPLY_ARRAY ||
 	    reply->elements != b->n)
 		return qr_submit_fail(s, -EIO, "the cluster queue (Redis) refused the submission");
 	for (i = 0; i < b->n; i++) {
 		e = reply->element[i];
 		if (e->type == REDIS_REPLY_ARRAY && e->elements >= 3 &&
-		    qr_int(e->element[0], 0) == 1) {
+		    cluster_int(e->element[0], 0) == 1) {
 			b->t[i].dup = true;
-			b->t[i].dup_state = (enum task_state)qr_int(e->element[1], 0);
-			b->t[i].dup_owner = qr_dup(e->element[2]);
+			b->t[i].dup_state = (enum task_state)cluster_int(e->element[1], 0);
+			b->t[i].dup_owner = cluster_dup(e->element[2]);
 			if (b->t[i].dup_owner == NULL)
 				b->t[i].dup_owner = strdup("");
 		}
@@ -240,9 +179,9 @@ qr_submit(struct queue_batch *b)
 	s->arg = b->arg;
 	if (!cluster_up())
 		return qr_submit_fail(s, -EAGAIN, QR_UNAVAILABLE);
-	error = qr_eval_begin(&a, cluster_lua_submit);
+	error = cluster_eval_begin(&a, cluster_lua_submit);
 	error = error ?: cluster_argv_fmt(&a, "%lld", (long long)stats_wall_ms());
-	error = error ?: cluster_argv_str(&a, qr_node);
+	error = error ?: cluster_argv_str(&a, cluster_node);
 	error = error ?: cluster_argv_fmt(&a, "%zu", b->n);
 	for (i = 0; i < b->n && error == 0; i++) {
 		t = &b->t[i];
@@ -264,7 +203,7 @@ qr_submit(struct queue_batch *b)
 		cluster_argv_clear(&a);
 		return qr_submit_fail(s, error, "out of memory");
 	}
-	if (qr_eval(cluster_lua_submit, &a, qr_submit_reply, s) < 0)
+	if (cluster_eval(cluster_lua_submit, &a, qr_submit_reply, s) < 0)
 		qr_submit_fail(s, -EAGAIN, QR_UNAVAILABLE);
 }
 
@@ -308,21 +247,21 @@ qr_claim_entry(struct queue_batch *b, const redisReply *e)
 	json_error_t jerr;
 	const char *payload;
 
-	if (e->type != REDIS_REPLY_ARRAY || e->elements < 11 || qr_str(e->element[0]) == NULL ||
-	    qr_str(e->element[1]) == NULL)
+	if (e->type != REDIS_REPLY_ARRAY || e->elements < 11 || cluster_str(e->element[0]) == NULL ||
+	    cluster_str(e->element[1]) == NULL)
 		return -EPROTO;
 	if ((t = queue_batch_add(b)) == NULL)
 		return -ENOMEM;
-	t->row.id = qr_dup(e->element[0]);
-	t->row.prio = (enum task_prio)qr_int(e->element[2], PRIO_NORMAL);
-	t->row.attempt = (int)qr_int(e->element[3], 1) - 1;	/* dispatch counts it */
-	t->row.owner = qr_dup(e->element[4]);
-	t->row.workflow = qr_dup(e->element[5]);
-	t->row.timeout_s = qr_str(e->element[6]) != NULL ? strtod(e->element[6]->str, NULL) : 0;
-	t->row.gpu_memory_bytes = qr_int(e->element[7], 0);
-	t->row.created_ms = qr_int(e->element[8], 0);
+	t->row.id = cluster_dup(e->element[0]);
+	t->row.prio = (enum task_prio)cluster_int(e->element[2], PRIO_NORMAL);
+	t->row.attempt = (int)cluster_int(e->element[3], 1) - 1;	/* dispatch counts it */
+	t->row.owner = cluster_dup(e->element[4]);
+	t->row.workflow = cluster_dup(e->element[5]);
+	t->row.timeout_s = cluster_str(e->element[6]) != NULL ? strtod(e->element[6]->str, NULL) : 0;
+	t->row.gpu_memory_bytes = cluster_int(e->element[7], 0);
+	t->row.created_ms = cluster_int(e->element[8], 0);
 	t->row.state = TASK_QUEUED;
-	payload = qr_str(e->element[9]);
+	payload = cluster_str(e->element[9]);
 	t->row.payload = payload != NULL ? strdup(payload) : NULL;
 	t->payload = payload != NULL ? json_loads(payload, 0, &jerr) : NULL;
 	if (t->row.owner == NULL)
@@ -341,11 +280,11 @@ qr_claim_reply(redisAsyncContext *ac, void *r, void *arg)
 	struct queue_batch *b;
 
 	qr_claiming = false;
-	if (reply == NULL || !qr_reply_ok(reply, "a claim") || reply->type != REDIS_REPLY_ARRAY ||
+	if (reply == NULL || !cluster_reply_ok(reply, "a claim") || reply->type != REDIS_REPLY_ARRAY ||
 	    reply->elements != 2)
 		return;
 	for (i = 0; i < PRIO__COUNT && i < reply->element[1]->elements; i++)
-		if (qr_str(reply->element[1]->element[i]) != NULL)
+		if (cluster_str(reply->element[1]->element[i]) != NULL)
 			snprintf(qr_cursor[i], sizeof qr_cursor[i], "%s",
 			    reply->element[1]->element[i]->str);
 	list = reply->element[0];
@@ -378,9 +317,9 @@ qr_claim(size_t room)
 	if (room <= qr_adopting || !cluster_up())
 		return;
 	room -= qr_adopting;
-	error = qr_eval_begin(&a, cluster_lua_claim);
+	error = cluster_eval_begin(&a, cluster_lua_claim);
 	error = error ?: cluster_argv_str(&a, CLUSTER_GROUP);
-	error = error ?: cluster_argv_str(&a, qr_node);
+	error = error ?: cluster_argv_str(&a, cluster_node);
 	error = error ?: cluster_argv_fmt(&a, "%zu", room);
 	error = error ?: cluster_argv_fmt(&a, "%lld", (long long)stats_wall_ms());
 	error = error ?: cluster_argv_fmt(&a, "%d", kgymd_config->cluster_max_attempts);
@@ -394,7 +333,7 @@ qr_claim(size_t room)
 		return;
 	}
 	qr_reclaim = false;
-	if (qr_eval(cluster_lua_claim, &a, qr_claim_reply, (void *)(uintptr_t)room) == 0)
+	if (cluster_eval(cluster_lua_claim, &a, qr_claim_reply, (void *)(uintptr_t)room) == 0)
 		qr_claiming = true;
 }
 
@@ -411,7 +350,7 @@ qr_finish_reply(redisAsyncContext *ac, void *r, void *arg)
 	json_error_t jerr;
 	size_t i;
 
-	if (reply == NULL || !qr_reply_ok(reply, "results") || reply->type != REDIS_REPLY_ARRAY ||
+	if (reply == NULL || !cluster_reply_ok(reply, "results") || reply->type != REDIS_REPLY_ARRAY ||
 	    reply->elements != m->n) {
 		/* Kept here until Redis takes them (waiters hear once it has). */
 		TAILQ_INSERT_TAIL(&qr_outbox, m, entry);
@@ -423,19 +362,19 @@ qr_finish_reply(redisAsyncContext *ac, void *r, void *arg)
 		qr_claim_drop(t->id);
 		if (e->type != REDIS_REPLY_ARRAY || e->elements < 1)
 			continue;
-		if (qr_int(e->element[0], 1) == -1) {
+		if (cluster_int(e->element[0], 1) == -1) {
 			log_warnx("task %s: Redis no longer has it (result_ttl?); its result "
 			    "stays in this node's store", t->id);
-		} else if (qr_int(e->element[0], 1) == 0 && e->elements >= 4) {
+		} else if (cluster_int(e->element[0], 1) == 0 && e->elements >= 4) {
 			t->lost = true;
-			t->state = (enum task_state)qr_int(e->element[1], TASK_FAILED);
-			t->canon = qr_str(e->element[2]) != NULL ?
+			t->state = (enum task_state)cluster_int(e->element[1], TASK_FAILED);
+			t->canon = cluster_str(e->element[2]) != NULL ?
 			    json_loads(e->element[2]->str, 0, &jerr) : NULL;
 			if (t->canon == NULL)
 				t->canon = sched_error_result(t->id, "SYSTEM_ERROR",
 				    "the result that stands could not be read");
 			log_info("task %s: %s's result stands (%s); this node's is dropped",
-			    t->id, qr_str(e->element[3]) != NULL ? e->element[3]->str : "another node",
+			    t->id, cluster_str(e->element[3]) != NULL ? e->element[3]->str : "another node",
 			    proto_state_name(t->state));
 		}
 	}
@@ -449,9 +388,9 @@ qr_finish_send(struct queue_marks *m)
 	size_t i;
 	int error;
 
-	error = qr_eval_begin(&a, cluster_lua_finish);
+	error = cluster_eval_begin(&a, cluster_lua_finish);
 	error = error ?: cluster_argv_str(&a, CLUSTER_GROUP);
-	error = error ?: cluster_argv_str(&a, qr_node);
+	error = error ?: cluster_argv_str(&a, cluster_node);
 	error = error ?: cluster_argv_fmt(&a, "%lld", (long long)kgymd_config->cluster_result_ttl_s);
 	error = error ?: cluster_argv_fmt(&a, "%lld", (long long)m->now_ms);
 	for (i = 0; i < m->n && error == 0; i++) {
@@ -461,7 +400,7 @@ qr_finish_send(struct queue_marks *m)
 		error = error ?: cluster_argv_str(&a, m->t[i].message);
 		error = error ?: cluster_argv_str(&a, m->t[i].text);
 	}
-	if (error < 0 || qr_eval(cluster_lua_finish, &a, qr_finish_reply, m) < 0) {
+	if (error < 0 || cluster_eval(cluster_lua_finish, &a, qr_finish_reply, m) < 0) {
 		if (error < 0)
 			cluster_argv_clear(&a);
 		TAILQ_INSERT_TAIL(&qr_outbox, m, entry);
@@ -559,22 +498,22 @@ qr_renew_reply(redisAsyncContext *ac, void *r, void *arg)
 	redisReply *reply = r, *ended, *taken;
 	size_t i;
 
-	if (reply == NULL || !qr_reply_ok(reply, "the heartbeat") ||
+	if (reply == NULL || !cluster_reply_ok(reply, "the heartbeat") ||
 	    reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
 		return;
 	ended = reply->element[0];
 	taken = reply->element[1];
 	for (i = 0; i < ended->elements; i++)
-		if (qr_str(ended->element[i]) != NULL)
+		if (cluster_str(ended->element[i]) != NULL)
 			sched_ended_elsewhere(ended->element[i]->str);
 	for (i = 0; i < taken->elements; i++)
-		if (qr_str(taken->element[i]) != NULL)
+		if (cluster_str(taken->element[i]) != NULL)
 			log_warnx("task %s: our lease expired and another node holds it now; "
 			    "the first result written stands", taken->element[i]->str);
 }
 
 static json_t *
-qr_node_describe(void)
+cluster_node_describe(void)
 {
 	json_t *pool = pool_describe(), *gpus = json_object_get(pool, "gpus"), *g;
 	size_t i, workers = json_array_size(json_object_get(pool, "cpu_workers"));
@@ -582,7 +521,7 @@ qr_node_describe(void)
 
 	json_array_foreach(gpus, i, g)
 		workers += json_array_size(json_object_get(g, "workers"));
-	node = json_pack("{s:s, s:I, s:I, s:I, s:I, s:i, s:b}", "node", qr_node,
+	node = json_pack("{s:s, s:I, s:I, s:I, s:I, s:i, s:b}", "node", cluster_node,
 	    "heartbeat_ms", (json_int_t)stats_wall_ms(), "gpus", (json_int_t)json_array_size(gpus),
 	    "workers", (json_int_t)workers, "running", (json_int_t)sched_running(),
 	    "max_running_tasks", kgymd_config->max_running_tasks, "draining", kgymd_draining());
@@ -605,18 +544,18 @@ qr_heartbeat(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(qr_heartbeat_ev, &tv);
 	if (!cluster_up())
 		return;
-	node = qr_node_describe();
+	node = cluster_node_describe();
 	text = json_dumps(node, JSON_COMPACT);
 	json_decref(node);
-	w.error = qr_eval_begin(&a, cluster_lua_renew);
+	w.error = cluster_eval_begin(&a, cluster_lua_renew);
 	w.error = w.error ?: cluster_argv_str(&a, CLUSTER_GROUP);
-	w.error = w.error ?: cluster_argv_str(&a, qr_node);
+	w.error = w.error ?: cluster_argv_str(&a, cluster_node);
 	w.error = w.error ?: cluster_argv_str(&a, text != NULL ? text : "{}");
 	qr_walking = &w;
 	twalk(qr_claims, qr_walk_claim);
 	qr_walking = NULL;
 	if (w.error == 0)
-		qr_eval(cluster_lua_renew, &a, qr_renew_reply, NULL);
+		cluster_eval(cluster_lua_renew, &a, qr_renew_reply, NULL);
 	else
 		cluster_argv_clear(&a);
 	free(text);
@@ -631,269 +570,6 @@ qr_reclaim_tick(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(qr_reclaim_ev, &tv);
 	qr_reclaim = true;
 	sched_kick();
-}
-
-/* ------------------------------------------------------------- lookups */
-
-#define QR_FIELDS	"state", "owner", "workflow", "prio", "attempt", "created_ms", \
-	"started_ms", "finished_ms", "error_code", "error_message", "seq", "timeout_s", \
-	"result"
-
-struct qr_lookup {
-	char id[KGYM_TASK_ID_MAX + 1];
-	queue_lookup_cb *cb;
-	void *arg;
-	int cancel;			/* 1: a cancel's finish script */
-};
-
-static void
-qr_row_from_hash(struct store_row *row, const char *id, redisReply *const *f, bool with_result)
-{
-	memset(row, 0, sizeof *row);
-	row->id = (char *)id;
-	row->state = (enum task_state)qr_int(f[0], 0);
-	row->owner = (char *)(qr_str(f[1]) != NULL ? f[1]->str : "");
-	row->workflow = (char *)(qr_str(f[2]) != NULL ? f[2]->str : "");
-	row->prio = (enum task_prio)qr_int(f[3], PRIO_NORMAL);
-	row->attempt = (int)qr_int(f[4], 0);
-	row->created_ms = qr_int(f[5], 0);
-	row->started_ms = qr_int(f[6], 0);
-	row->finished_ms = qr_int(f[7], 0);
-	row->error_code = qr_str(f[8]) != NULL && f[8]->str[0] != '\0' ? f[8]->str : NULL;
-	row->error_message = qr_str(f[9]) != NULL && f[9]->str[0] != '\0' ? f[9]->str : NULL;
-	row->seq = qr_int(f[10], 0);
-	row->timeout_s = qr_str(f[11]) != NULL ? strtod(f[11]->str, NULL) : 0;
-	row->result = with_result ? (char *)qr_str(f[12]) : NULL;
-}
-
-static void
-qr_lookup_reply(redisAsyncContext *ac, void *r, void *arg)
-{
-	struct qr_lookup *l = arg;
-	redisReply *reply = r;
-	struct store_row row;
-
-	if (reply == NULL || !qr_reply_ok(reply, "a lookup") ||
-	    reply->type != REDIS_REPLY_ARRAY || reply->elements != 13)
-		l->cb(reply == NULL ? -EAGAIN : -EIO, NULL, l->arg);
-	else if (qr_str(reply->element[0]) == NULL)
-		l->cb(-ENOENT, NULL, l->arg);
-	else {
-		qr_row_from_hash(&row, l->id, reply->element, true);
-		l->cb(0, &row, l->arg);
-	}
-	free(l);
-}
-
-static void
-qr_lookup(const char *id, bool with_result, queue_lookup_cb *cb, void *arg)
-{
-	static const char *fields[] = { QR_FIELDS };
-	struct cluster_argv a = { 0 };
-	struct qr_lookup *l;
-	size_t i;
-	int error;
-
-	if ((l = calloc(1, sizeof *l)) == NULL)
-		return cb(-ENOMEM, NULL, arg);
-	snprintf(l->id, sizeof l->id, "%s", id);
-	l->cb = cb;
-	l->arg = arg;
-	error = cluster_argv_str(&a, "HMGET");
-	error = error ?: cluster_argv_fmt(&a, "kgym:t:%s", id);
-	for (i = 0; i < sizeof fields / sizeof fields[0] && error == 0; i++)
-		error = cluster_argv_str(&a, i == 12 && !with_result ? "-" : fields[i]);
-	if (error == 0 && (error = cluster_command(qr_lookup_reply, l, (int)a.n, a.v, a.len)) == 0) {
-		cluster_argv_clear(&a);
-		return;
-	}
-	cluster_argv_clear(&a);
-	free(l);
-	cb(error, NULL, arg);
-}
-
-/* Cancel: the finish script with "cancelled"; then the row as it stands. */
-static void
-qr_cancel_reply(redisAsyncContext *ac, void *r, void *arg)
-{
-	struct qr_lookup *l = arg;
-	redisReply *reply = r, *e;
-	struct store_row row;
-	long long won;
-
-	if (reply == NULL || !qr_reply_ok(reply, "a cancel") ||
-	    reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 ||
-	    reply->element[0]->type != REDIS_REPLY_ARRAY) {
-		l->cb(reply == NULL ? -EAGAIN : -EIO, NULL, l->arg);
-		free(l);
-		return;
-	}
-	e = reply->element[0];
-	won = qr_int(e->element[0], -1);
-	memset(&row, 0, sizeof row);
-	row.id = l->id;
-	row.state = won == 1 ? TASK_CANCELLED : (enum task_state)qr_int(e->elements > 1 ?
-	    e->element[1] : NULL, TASK_FAILED);
-	l->cb(won == 1 ? 0 : won == 0 ? -EALREADY : -ENOENT, &row, l->arg);
-	free(l);
-}
-
-static void
-qr_cancel(const char *id, queue_lookup_cb *cb, void *arg)
-{
-	struct cluster_argv a;
-	struct qr_lookup *l;
-	json_t *result;
-	char *text;
-	int error;
-
-	if ((l = calloc(1, sizeof *l)) == NULL)
-		return cb(-ENOMEM, NULL, arg);
-	snprintf(l->id, sizeof l->id, "%s", id);
-	l->cb = cb;
-	l->arg = arg;
-	result = sched_error_result(id, "CANCELLED", "cancelled by a client");
-	text = json_dumps(result, JSON_COMPACT);
-	json_decref(result);
-	error = qr_eval_begin(&a, cluster_lua_finish);
-	error = error ?: cluster_argv_str(&a, CLUSTER_GROUP);
-	error = error ?: cluster_argv_str(&a, qr_node);
-	error = error ?: cluster_argv_fmt(&a, "%lld", (long long)kgymd_config->cluster_result_ttl_s);
-	error = error ?: cluster_argv_fmt(&a, "%lld", (long long)stats_wall_ms());
-	error = error ?: cluster_argv_str(&a, id);
-	error = error ?: cluster_argv_fmt(&a, "%d", TASK_CANCELLED);
-	error = error ?: cluster_argv_str(&a, "CANCELLED");
-	error = error ?: cluster_argv_str(&a, "cancelled by a client");
-	error = error ?: cluster_argv_str(&a, text != NULL ? text : "{}");
-	free(text);
-	if (error < 0) {
-		cluster_argv_clear(&a);
-	} else if ((error = qr_eval(cluster_lua_finish, &a, qr_cancel_reply, l)) == 0) {
-		return;
-	}
-	free(l);
-	cb(error, NULL, arg);
-}
-
-/* --------------------------------------------------------------- list */
-
-struct qr_list {
-	queue_row_cb *row_cb;
-	void (*done)(int, void *);
-	void *arg;
-};
-
-static void
-qr_list_reply(redisAsyncContext *ac, void *r, void *arg)
-{
-	struct qr_list *l = arg;
-	redisReply *reply = r, *e;
-	struct store_row row;
-	size_t i;
-
-	if (reply == NULL || !qr_reply_ok(reply, "a listing") ||
-	    reply->type != REDIS_REPLY_ARRAY) {
-		l->done(reply == NULL ? -EAGAIN : -EIO, l->arg);
-		free(l);
-		return;
-	}
-	for (i = 0; i < reply->elements; i++) {
-		e = reply->element[i];
-		if (e->type != REDIS_REPLY_ARRAY || e->elements < 11 || qr_str(e->element[0]) == NULL)
-			continue;
-		memset(&row, 0, sizeof row);
-		row.id = e->element[0]->str;
-		row.seq = qr_int(e->element[1], 0);
-		row.state = (enum task_state)qr_int(e->element[2], 0);
-		row.owner = e->element[3]->str;
-		row.workflow = e->element[4]->str;
-		row.prio = (enum task_prio)qr_int(e->element[5], PRIO_NORMAL);
-		row.attempt = (int)qr_int(e->element[6], 0);
-		row.created_ms = qr_int(e->element[7], 0);
-		row.started_ms = qr_int(e->element[8], 0);
-		row.finished_ms = qr_int(e->element[9], 0);
-		row.error_code = qr_str(e->element[10]) != NULL && e->element[10]->str[0] != '\0' ?
-		    e->element[10]->str : NULL;
-		l->row_cb(&row, l->arg);
-	}
-	l->done(0, l->arg);
-	free(l);
-}
-
-static void
-qr_list(int state, const char *owner, int64_t before_seq, int limit, queue_row_cb *row_cb,
-    void (*done)(int, void *), void *arg)
-{
-	struct cluster_argv a;
-	struct qr_list *l;
-	int error;
-
-	if ((l = calloc(1, sizeof *l)) == NULL)
-		return done(-ENOMEM, arg);
-	l->row_cb = row_cb;
-	l->done = done;
-	l->arg = arg;
-	error = qr_eval_begin(&a, cluster_lua_list);
-	error = error ?: cluster_argv_str(&a, owner != NULL ? owner : "");
-	error = error ?: cluster_argv_fmt(&a, "%d", state);
-	error = error ?: cluster_argv_fmt(&a, "%lld", (long long)(before_seq > 0 ? before_seq : 0));
-	error = error ?: cluster_argv_fmt(&a, "%d", limit);
-	if (error < 0)
-		cluster_argv_clear(&a);
-	else if ((error = qr_eval(cluster_lua_list, &a, qr_list_reply, l)) == 0)
-		return;
-	free(l);
-	done(error, arg);
-}
-
-/* -------------------------------------------------------------- nodes */
-
-struct qr_nodes {
-	void (*cb)(json_t *, void *);
-	void *arg;
-};
-
-static void
-qr_nodes_reply(redisAsyncContext *ac, void *r, void *arg)
-{
-	struct qr_nodes *n = arg;
-	redisReply *reply = r;
-	json_t *nodes = json_array(), *node;
-	int64_t now = stats_wall_ms(), hb;
-	size_t i;
-
-	if (reply != NULL && reply->type == REDIS_REPLY_ARRAY) {
-		for (i = 0; i + 1 < reply->elements; i += 2) {
-			if (qr_str(reply->element[i + 1]) == NULL ||
-			    (node = json_loads(reply->element[i + 1]->str, 0, NULL)) == NULL)
-				continue;
-			hb = json_integer_value(json_object_get(node, "heartbeat_ms"));
-			json_object_set_new(node, "heartbeat_age_ms", json_integer(now - hb));
-			json_object_set_new(node, "alive", json_boolean(now - hb <=
-			    kgymd_config->cluster_lease_s * 1000));
-			json_array_append_new(nodes, node);
-		}
-	}
-	n->cb(reply != NULL ? nodes : NULL, n->arg);
-	json_decref(nodes);
-	free(n);
-}
-
-static void
-qr_nodes(void (*cb)(json_t *, void *), void *arg)
-{
-	const char *argv[] = { "HGETALL", "kgym:nodes" };
-	size_t lens[] = { 7, 10 };
-	struct qr_nodes *n;
-
-	if ((n = calloc(1, sizeof *n)) == NULL)
-		return cb(NULL, arg);
-	n->cb = cb;
-	n->arg = arg;
-	if (cluster_command(qr_nodes_reply, n, 2, argv, lens) < 0) {
-		free(n);
-		cb(NULL, arg);
-	}
 }
 
 /* ------------------------------------------------------------- events */
@@ -924,7 +600,7 @@ qr_on_message(const char *channel, const char *data, size_t len)
 		return;
 	}
 	if (wait_watched(data) && (id = strdup(data)) != NULL)
-		qr_lookup(id, true, qr_done_looked_up, id);
+		cluster_lookup(id, true, qr_done_looked_up, id);
 }
 
 /* Waits for tasks of other nodes may have missed their end while Redis was away. */
@@ -934,7 +610,7 @@ qr_ask_again(const char *id)
 	char *copy;
 
 	if (task_index_find(id) == NULL && (copy = strdup(id)) != NULL)
-		qr_lookup(copy, true, qr_done_looked_up, copy);
+		cluster_lookup(copy, true, qr_done_looked_up, copy);
 }
 
 static void
@@ -955,13 +631,13 @@ qr_open(const char *state_dir, char **ret_cause)
 	int error;
 
 	if (kgymd_config->cluster_node_id[0] != '\0') {
-		snprintf(qr_node, sizeof qr_node, "%s", kgymd_config->cluster_node_id);
-	} else if (gethostname(qr_node, sizeof qr_node) < 0) {
+		snprintf(cluster_node, sizeof cluster_node, "%s", kgymd_config->cluster_node_id);
+	} else if (gethostname(cluster_node, sizeof cluster_node) < 0) {
 		*ret_cause = strdup("cannot read the host name for node_id");
 		return -errno;
 	}
-	qr_node[sizeof qr_node - 1] = '\0';
-	queue_node = qr_node;
+	cluster_node[sizeof cluster_node - 1] = '\0';
+	queue_node = cluster_node;
 	/* Queued tasks are Redis's to hand out: this store only remembers them. */
 	if ((error = queue_sqlite_open(state_dir, false, ret_cause)) < 0)
 		return error;
@@ -974,7 +650,7 @@ qr_open(const char *state_dir, char **ret_cause)
 	if ((error = cluster_start(qr_on_up, qr_on_message, ret_cause)) < 0)
 		return error;
 	qr_reclaim_tick(-1, 0, NULL);
-	log_info("cluster: node %s, lease %llds, max_attempts %d", qr_node,
+	log_info("cluster: node %s, lease %llds, max_attempts %d", cluster_node,
 	    (long long)kgymd_config->cluster_lease_s, kgymd_config->cluster_max_attempts);
 	return 0;
 }
@@ -1039,9 +715,9 @@ const struct queue_backend queue_redis = {
 	.mark_queued = qr_mark_queued,
 	.get = qr_get,
 	.get_payload = qr_get_payload,
-	.lookup = qr_lookup,
-	.cancel = qr_cancel,
-	.list = qr_list,
+	.lookup = cluster_lookup,
+	.cancel = cluster_cancel,
+	.list = cluster_list,
 	.prune = qr_prune,
-	.nodes = qr_nodes,
+	.nodes = cluster_nodes,
 };

@@ -29,7 +29,8 @@ REDIS = shutil.which("redis-server")
 
 
 class Redis:
-    def __init__(self):
+    def __init__(self, fsync="always"):
+        self.fsync = fsync
         if REDIS is None:
             raise k.Skip("no redis-server (Debian: redis-server)")
         self.dir = tempfile.mkdtemp(prefix="kgym-redis-")
@@ -41,7 +42,7 @@ class Redis:
         self.log = open(os.path.join(self.dir, "redis.log"), "ab")
         self.proc = subprocess.Popen(
             [REDIS, "--port", "0", "--unixsocket", self.sock, "--unixsocketperm", "700",
-             "--dir", self.dir, "--appendonly", "yes", "--appendfsync", "always",
+             "--dir", self.dir, "--appendonly", "yes", "--appendfsync", self.fsync,
              "--save", ""], stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 10
         while time.time() < deadline:
