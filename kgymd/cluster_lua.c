@@ -14,16 +14,91 @@
 #include "cluster.h"
 
 /*
- * ARGV: now_ms, origin node, n, then n times: id, prio, owner, workflow,
- * timeout_s, gpu_memory_bytes, created_ms, payload.
- * Per task: {1, state, owner} when the id exists (that task stands), else
- * {0, seq}.  Tasks added: one message on kgym:wake.
+ * Take up to `room` entries for this node: first (when asked) entries of
+ * any node idle past the lease (XAUTOCLAIM, from each stream's cursor),
+ * then new ones, high priority first.  Each take counts an attempt; past
+ * max_attempts the task fails here with SYSTEM_ERROR.  Entries of tasks
+ * already final (cancelled while queued) are acknowledged and dropped.
+ * a: group, node, room, now_ms, max_attempts, ttl_s, reclaim (0|1),
+ * lease_ms, cursor of stream 0, 1, 2.
+ * Returns {{id, entry, prio, attempt, owner, workflow, timeout_s, gmem,
+ * created_ms, payload, seq}...}, {cursors}.
  */
-const char cluster_lua_submit[] =
+#define CLUSTER_LUA_CLAIM_FN \
+"local function claim(a)\n" \
+"local out = {}\n" \
+"local room = tonumber(a[3])\n" \
+"local cursors = {a[9], a[10], a[11]}\n" \
+"local function drop(q, entry)\n" \
+"  redis.call('XACK', q, a[1], entry)\n" \
+"  redis.call('XDEL', q, entry)\n" \
+"end\n" \
+"local function take(p, entry, id)\n" \
+"  local q = 'kgym:q:' .. p\n" \
+"  local key = 'kgym:t:' .. id\n" \
+"  local h = redis.call('HMGET', key, 'state', 'attempt')\n" \
+"  if not h[1] or tonumber(h[1]) >= 2 then drop(q, entry) return end\n" \
+"  local attempt = tonumber(h[2]) + 1\n" \
+"  if attempt > tonumber(a[5]) then\n" \
+"    local msg = 'the task was claimed ' .. (attempt - 1) .. ' times (cluster max_attempts) ' ..\n" \
+"      'and no node finished it: its nodes died or lost their lease'\n" \
+"    local res = cjson.encode({task_id = id, status = 'failed', compiled = false,\n" \
+"      correctness = false, decoy_kernel = false, error_code = 'SYSTEM_ERROR',\n" \
+"      error_message = msg, kernel_runtime = cjson.null, reference_runtime = cjson.null,\n" \
+"      speedup = cjson.null})\n" \
+"    redis.call('HSET', key, 'state', 3, 'error_code', 'SYSTEM_ERROR', 'error_message', msg,\n" \
+"      'result', res, 'finished_ms', a[4], 'winner', a[2])\n" \
+"    redis.call('HDEL', key, 'payload')\n" \
+"    redis.call('EXPIRE', key, a[6])\n" \
+"    drop(q, entry)\n" \
+"    redis.call('PUBLISH', 'kgym:done', id)\n" \
+"    return\n" \
+"  end\n" \
+"  redis.call('HSET', key, 'state', 1, 'attempt', attempt, 'node', a[2], 'started_ms', a[4])\n" \
+"  local t = redis.call('HMGET', key, 'owner', 'workflow', 'timeout_s', 'gmem',\n" \
+"    'created_ms', 'payload', 'seq')\n" \
+"  out[#out + 1] = {id, entry, p, attempt, t[1], t[2], t[3], t[4], t[5], t[6], t[7]}\n" \
+"  room = room - 1\n" \
+"end\n" \
+"if a[7] == '1' then\n" \
+"  for p = 0, 2 do\n" \
+"    if room <= 0 then break end\n" \
+"    local r = redis.call('XAUTOCLAIM', 'kgym:q:' .. p, a[1], a[2], a[8],\n" \
+"      cursors[p + 1], 'COUNT', room)\n" \
+"    cursors[p + 1] = r[1]\n" \
+"    for _, e in ipairs(r[2]) do\n" \
+"      if e[2] then take(p, e[1], e[2][2]) end\n" \
+"    end\n" \
+"  end\n" \
+"end\n" \
+"for p = 0, 2 do\n" \
+"  if room <= 0 then break end\n" \
+"  local r = redis.call('XREADGROUP', 'GROUP', a[1], a[2], 'COUNT', room,\n" \
+"    'STREAMS', 'kgym:q:' .. p, '>')\n" \
+"  if r then\n" \
+"    for _, e in ipairs(r[1][2]) do take(p, e[1], e[2][2]) end\n" \
+"  end\n" \
+"end\n" \
+"return {out, cursors}\n" \
+"end\n"
+
+/* ARGV: the claim's arguments, as above. */
+const char cluster_lua_claim[] = CLUSTER_LUA_CLAIM_FN "return claim(ARGV)\n";
+
+/*
+ * ARGV: now_ms, origin node, n, then the claim's 11 arguments (room 0: no
+ * claim), then n times: id, prio, owner, workflow, timeout_s,
+ * gpu_memory_bytes, created_ms, payload.  Returns per task {1, state,
+ * owner} when the id exists (that task stands), else {0, seq}; then what
+ * the submitting node claimed at once (a claim's reply, or {}): the
+ * wake-up round trip saved when it has room.  Tasks added: one message on
+ * kgym:wake for the others.
+ */
+const char cluster_lua_submit[] = CLUSTER_LUA_CLAIM_FN
 "local out = {}\n"
 "local added = 0\n"
 "for i = 0, tonumber(ARGV[3]) - 1 do\n"
-"  local b = 4 + i * 8\n"
+"  local b = 15 + i * 8\n"
 "  local id = ARGV[b]\n"
 "  local key = 'kgym:t:' .. id\n"
 "  local h = redis.call('HMGET', key, 'state', 'owner')\n"
@@ -42,76 +117,13 @@ const char cluster_lua_submit[] =
 "    added = added + 1\n"
 "  end\n"
 "end\n"
-"if added > 0 then redis.call('PUBLISH', 'kgym:wake', added) end\n"
-"return out\n";
-
-/*
- * Take up to `room` entries for this node: first (when asked) entries of
- * any node idle past the lease (XAUTOCLAIM, from each stream's cursor),
- * then new ones, high priority first.  Each take counts an attempt; past
- * max_attempts the task fails here with SYSTEM_ERROR.  Entries of tasks
- * already final (cancelled while queued) are acknowledged and dropped.
- * ARGV: group, node, room, now_ms, max_attempts, ttl_s, reclaim (0|1),
- * lease_ms, cursor of stream 0, 1, 2.
- * Returns {{id, entry, prio, attempt, owner, workflow, timeout_s, gmem,
- * created_ms, payload, seq}...}, {cursors}.
- */
-const char cluster_lua_claim[] =
-"local out = {}\n"
-"local room = tonumber(ARGV[3])\n"
-"local cursors = {ARGV[9], ARGV[10], ARGV[11]}\n"
-"local function drop(q, entry)\n"
-"  redis.call('XACK', q, ARGV[1], entry)\n"
-"  redis.call('XDEL', q, entry)\n"
+"local c = {}\n"
+"if tonumber(ARGV[6]) > 0 and added > 0 then\n"
+"  c = claim({ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11],\n"
+"    ARGV[12], ARGV[13], ARGV[14]})\n"
 "end\n"
-"local function take(p, entry, id)\n"
-"  local q = 'kgym:q:' .. p\n"
-"  local key = 'kgym:t:' .. id\n"
-"  local h = redis.call('HMGET', key, 'state', 'attempt')\n"
-"  if not h[1] or tonumber(h[1]) >= 2 then drop(q, entry) return end\n"
-"  local attempt = tonumber(h[2]) + 1\n"
-"  if attempt > tonumber(ARGV[5]) then\n"
-"    local msg = 'the task was claimed ' .. (attempt - 1) .. ' times (cluster max_attempts) ' ..\n"
-"      'and no node finished it: its nodes died or lost their lease'\n"
-"    local res = cjson.encode({task_id = id, status = 'failed', compiled = false,\n"
-"      correctness = false, decoy_kernel = false, error_code = 'SYSTEM_ERROR',\n"
-"      error_message = msg, kernel_runtime = cjson.null, reference_runtime = cjson.null,\n"
-"      speedup = cjson.null})\n"
-"    redis.call('HSET', key, 'state', 3, 'error_code', 'SYSTEM_ERROR', 'error_message', msg,\n"
-"      'result', res, 'finished_ms', ARGV[4], 'winner', ARGV[2])\n"
-"    redis.call('HDEL', key, 'payload')\n"
-"    redis.call('EXPIRE', key, ARGV[6])\n"
-"    drop(q, entry)\n"
-"    redis.call('PUBLISH', 'kgym:done', id)\n"
-"    return\n"
-"  end\n"
-"  redis.call('HSET', key, 'state', 1, 'attempt', attempt, 'node', ARGV[2],\n"
-"    'started_ms', ARGV[4])\n"
-"  local t = redis.call('HMGET', key, 'owner', 'workflow', 'timeout_s', 'gmem',\n"
-"    'created_ms', 'payload', 'seq')\n"
-"  out[#out + 1] = {id, entry, p, attempt, t[1], t[2], t[3], t[4], t[5], t[6], t[7]}\n"
-"  room = room - 1\n"
-"end\n"
-"if ARGV[7] == '1' then\n"
-"  for p = 0, 2 do\n"
-"    if room <= 0 then break end\n"
-"    local r = redis.call('XAUTOCLAIM', 'kgym:q:' .. p, ARGV[1], ARGV[2], ARGV[8],\n"
-"      cursors[p + 1], 'COUNT', room)\n"
-"    cursors[p + 1] = r[1]\n"
-"    for _, e in ipairs(r[2]) do\n"
-"      if e[2] then take(p, e[1], e[2][2]) end\n"
-"    end\n"
-"  end\n"
-"end\n"
-"for p = 0, 2 do\n"
-"  if room <= 0 then break end\n"
-"  local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', room,\n"
-"    'STREAMS', 'kgym:q:' .. p, '>')\n"
-"  if r then\n"
-"    for _, e in ipairs(r[1][2]) do take(p, e[1], e[2][2]) end\n"
-"  end\n"
-"end\n"
-"return {out, cursors}\n";
+"if added > #(c[1] or {}) then redis.call('PUBLISH', 'kgym:wake', added) end\n"
+"return {out, c}\n";
 
 /*
  * The heartbeat: this node's line in kgym:nodes, and its claims renewed

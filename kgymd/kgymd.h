@@ -476,6 +476,7 @@ struct task {
 	struct event *deadline;
 	struct job *job;		/* its sandboxed job, queued or running */
 	bool starting;			/* running, its running mark not yet committed */
+	bool marked;			/* queued, but its queue marked it running (claimed) */
 	bool finished;			/* ended; freed once its end is committed */
 	json_t *result;			/* while finished, until committed */
 	TAILQ_ENTRY(task) entry;	/* in a sched queue or the running list */

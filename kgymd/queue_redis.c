@@ -97,8 +97,14 @@ qr_claim_drop(const char *id)
 
 /* ------------------------------------------------------------- submit */
 
+static void qr_claim_handle(const redisReply *reply, size_t asked);
+static void qr_claim_over(void);
+static int qr_claim_args(struct cluster_argv *a, size_t room);
+static size_t qr_room(void);
+
 struct qr_submit {
 	struct queue_batch *b;
+	size_t room;			/* claimed with the submit, at most */
 	void (*done)(struct queue_batch *, void *);
 	void *arg;
 };
@@ -136,16 +142,20 @@ qr_submit_reply(redisAsyncContext *ac, void *r, void *arg)
 {
 	struct qr_submit *s = arg;
 	struct queue_batch *b = s->b;
-	redisReply *reply = r, *e;
+	redisReply *reply = r, *e, *out;
 	size_t i;
 
+	if (s->room > 0)
+		qr_claim_over();
 	if (reply == NULL)
 		return qr_submit_fail(s, -EAGAIN, QR_UNAVAILABLE);
 	if (!cluster_reply_ok(reply, "a submission") || reply->type != REDIS_REPLY_ARRAY ||
-	    reply->elements != b->n)
+	    reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_ARRAY ||
+	    reply->element[0]->elements != b->n)
 		return qr_submit_fail(s, -EIO, "the cluster queue (Redis) refused the submission");
+	out = reply->element[0];
 	for (i = 0; i < b->n; i++) {
-		e = reply->element[i];
+		e = out->element[i];
 		if (e->type == REDIS_REPLY_ARRAY && e->elements >= 3 &&
 		    cluster_int(e->element[0], 0) == 1) {
 			b->t[i].dup = true;
@@ -158,6 +168,9 @@ qr_submit_reply(redisAsyncContext *ac, void *r, void *arg)
 	b->done = qr_submit_stored;
 	b->arg = s;
 	queue_sqlite_submit(b);
+	/* Stored after the rows above, in the same group commit as a rule. */
+	if (s->room > 0)
+		qr_claim_handle(reply->element[1], 0);
 }
 
 static void
@@ -179,10 +192,13 @@ qr_submit(struct queue_batch *b)
 	s->arg = b->arg;
 	if (!cluster_up())
 		return qr_submit_fail(s, -EAGAIN, QR_UNAVAILABLE);
+	/* With room here, the submit claims at once what this node can run. */
+	s->room = qr_claiming ? 0 : qr_room();
 	error = cluster_eval_begin(&a, cluster_lua_submit);
 	error = error ?: cluster_argv_fmt(&a, "%lld", (long long)stats_wall_ms());
 	error = error ?: cluster_argv_str(&a, cluster_node);
 	error = error ?: cluster_argv_fmt(&a, "%zu", b->n);
+	error = error ?: qr_claim_args(&a, s->room);
 	for (i = 0; i < b->n && error == 0; i++) {
 		t = &b->t[i];
 		if (t->row.payload == NULL &&
@@ -204,12 +220,15 @@ qr_submit(struct queue_batch *b)
 		return qr_submit_fail(s, error, "out of memory");
 	}
 	if (cluster_eval(cluster_lua_submit, &a, qr_submit_reply, s) < 0)
-		qr_submit_fail(s, -EAGAIN, QR_UNAVAILABLE);
+		return qr_submit_fail(s, -EAGAIN, QR_UNAVAILABLE);
+	if (s->room > 0) {
+		qr_claiming = true;
+		qr_reclaim = false;
+	}
 }
 
 /* -------------------------------------------------------------- claim */
 
-static void qr_claim(size_t room);
 
 static void
 qr_adopted(struct queue_batch *b, void *arg)
@@ -254,13 +273,14 @@ qr_claim_entry(struct queue_batch *b, const redisReply *e)
 		return -ENOMEM;
 	t->row.id = cluster_dup(e->element[0]);
 	t->row.prio = (enum task_prio)cluster_int(e->element[2], PRIO_NORMAL);
-	t->row.attempt = (int)cluster_int(e->element[3], 1) - 1;	/* dispatch counts it */
+	t->row.attempt = (int)cluster_int(e->element[3], 1);
+	t->row.started_ms = stats_wall_ms();
 	t->row.owner = cluster_dup(e->element[4]);
 	t->row.workflow = cluster_dup(e->element[5]);
 	t->row.timeout_s = cluster_str(e->element[6]) != NULL ? strtod(e->element[6]->str, NULL) : 0;
 	t->row.gpu_memory_bytes = cluster_int(e->element[7], 0);
 	t->row.created_ms = cluster_int(e->element[8], 0);
-	t->row.state = TASK_QUEUED;
+	t->row.state = TASK_RUNNING;	/* the claim is its running mark */
 	payload = cluster_str(e->element[9]);
 	t->row.payload = payload != NULL ? strdup(payload) : NULL;
 	t->payload = payload != NULL ? json_loads(payload, 0, &jerr) : NULL;
@@ -272,16 +292,15 @@ qr_claim_entry(struct queue_batch *b, const redisReply *e)
 	return 0;
 }
 
+/* A claim's reply, {entries, cursors}: store the entries here, then queue them. */
 static void
-qr_claim_reply(redisAsyncContext *ac, void *r, void *arg)
+qr_claim_handle(const redisReply *reply, size_t asked)
 {
-	size_t asked = (size_t)(uintptr_t)arg, i;
-	redisReply *reply = r, *list;
+	const redisReply *list;
 	struct queue_batch *b;
+	size_t i;
 
-	qr_claiming = false;
-	if (reply == NULL || !cluster_reply_ok(reply, "a claim") || reply->type != REDIS_REPLY_ARRAY ||
-	    reply->elements != 2)
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
 		return;
 	for (i = 0; i < PRIO__COUNT && i < reply->element[1]->elements; i++)
 		if (cluster_str(reply->element[1]->element[i]) != NULL)
@@ -297,37 +316,78 @@ qr_claim_reply(redisAsyncContext *ac, void *r, void *arg)
 		b->done = qr_adopted;
 		queue_sqlite_adopt(b);
 	}
-	/* A full claim may have left more; a wake-up meanwhile asks again. */
-	if (qr_claim_again || (list->type == REDIS_REPLY_ARRAY && list->elements >= asked)) {
+	/* A full claim may have left more. */
+	if (list->type == REDIS_REPLY_ARRAY && asked > 0 && list->elements >= asked)
+		qr_claim_again = true;
+}
+
+/* The claim is over: one asked for meanwhile goes now. */
+static void
+qr_claim_over(void)
+{
+	qr_claiming = false;
+	if (qr_claim_again) {
 		qr_claim_again = false;
 		sched_kick();
 	}
 }
 
 static void
+qr_claim_reply(redisAsyncContext *ac, void *r, void *arg)
+{
+	redisReply *reply = r;
+
+	if (reply != NULL && cluster_reply_ok(reply, "a claim"))
+		qr_claim_handle(reply, (size_t)(uintptr_t)arg);
+	qr_claim_over();
+}
+
+/* The claim script's arguments, for `room` entries. */
+static int
+qr_claim_args(struct cluster_argv *a, size_t room)
+{
+	int error, i;
+
+	error = cluster_argv_str(a, CLUSTER_GROUP);
+	error = error ?: cluster_argv_str(a, cluster_node);
+	error = error ?: cluster_argv_fmt(a, "%zu", room);
+	error = error ?: cluster_argv_fmt(a, "%lld", (long long)stats_wall_ms());
+	error = error ?: cluster_argv_fmt(a, "%d", kgymd_config->cluster_max_attempts);
+	error = error ?: cluster_argv_fmt(a, "%lld", (long long)kgymd_config->cluster_result_ttl_s);
+	error = error ?: cluster_argv_str(a, qr_reclaim ? "1" : "0");
+	error = error ?: cluster_argv_fmt(a, "%lld",
+	    (long long)kgymd_config->cluster_lease_s * 1000);
+	for (i = 0; i < PRIO__COUNT && error == 0; i++)
+		error = cluster_argv_str(a, qr_cursor[i]);
+	return error;
+}
+
+/* Room for more tasks here, beyond what runs, waits, or is being stored. */
+static size_t
+qr_room(void)
+{
+	size_t busy = sched_running() + sched_queued() + qr_adopting;
+
+	if (kgymd_draining() || busy >= (size_t)kgymd_config->max_running_tasks)
+		return 0;
+	return (size_t)kgymd_config->max_running_tasks - busy;
+}
+
+static void
 qr_claim(size_t room)
 {
 	struct cluster_argv a;
-	int error, i;
+	int error;
 
 	if (qr_claiming) {
 		qr_claim_again = true;
 		return;
 	}
-	if (room <= qr_adopting || !cluster_up())
+	if (room <= qr_adopting || !cluster_up() || kgymd_draining())
 		return;
 	room -= qr_adopting;
 	error = cluster_eval_begin(&a, cluster_lua_claim);
-	error = error ?: cluster_argv_str(&a, CLUSTER_GROUP);
-	error = error ?: cluster_argv_str(&a, cluster_node);
-	error = error ?: cluster_argv_fmt(&a, "%zu", room);
-	error = error ?: cluster_argv_fmt(&a, "%lld", (long long)stats_wall_ms());
-	error = error ?: cluster_argv_fmt(&a, "%d", kgymd_config->cluster_max_attempts);
-	error = error ?: cluster_argv_fmt(&a, "%lld", (long long)kgymd_config->cluster_result_ttl_s);
-	error = error ?: cluster_argv_str(&a, qr_reclaim ? "1" : "0");
-	error = error ?: cluster_argv_fmt(&a, "%lld", (long long)kgymd_config->cluster_lease_s * 1000);
-	for (i = 0; i < PRIO__COUNT && error == 0; i++)
-		error = cluster_argv_str(&a, qr_cursor[i]);
+	error = error ?: qr_claim_args(&a, room);
 	if (error < 0) {
 		cluster_argv_clear(&a);
 		return;

@@ -104,8 +104,14 @@ queue_sqlite_insert(struct store *store, struct queue_batch *b, bool adopt)
 		    (t->row.payload = json_dumps(t->payload, JSON_COMPACT)) == NULL)
 			return -ENOMEM;
 		error = store_insert(store, &t->row, &t->seq);
-		if (error == -EEXIST && adopt)
-			continue;	/* accepted here, or run here before */
+		/* Accepted here, or run here before: now running here (unless it ended here). */
+		if (error == -EEXIST && adopt) {
+			error = store_mark_running(store, t->row.id, t->row.attempt,
+			    t->row.started_ms, NULL);
+			if (error < 0 && error != -EALREADY && error != -ENOENT)
+				return error;
+			continue;
+		}
 		if (!adopt)
 			t->dup = error == -EEXIST;
 		if (error < 0 && error != -EEXIST)

@@ -450,9 +450,15 @@ sched_restore(const struct store_row *row)
 int
 sched_adopt(const struct store_row *row, json_t *payload)
 {
+	struct task *task;
 	int error = sched_requeue_row(row, payload);
 
 	if (error == 0) {
+		/* The claim stored it running, this attempt counted: it starts as it is popped. */
+		if ((task = task_index_find(row->id)) != NULL) {
+			task->marked = true;
+			task->attempt = row->attempt - 1;	/* sched_prepare counts it */
+		}
 		stats_task_submitted();
 		sched_kick();
 	}
@@ -669,6 +675,9 @@ sched_dispatch(evutil_socket_t fd, short what, void *arg)
 			sched_fail(task, TASK_FAILED, "SYSTEM_ERROR", "%s",
 			    cause != NULL ? cause : "cannot start the task");
 			free(cause);
+		} else if (task->marked) {
+			task->marked = false;
+			sched_start(task);	/* its claim is its running mark */
 		} else {
 			task->starting = true;
 			snprintf(st->t[n].id, sizeof st->t[n].id, "%s", task->id);
