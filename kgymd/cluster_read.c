@@ -207,12 +207,14 @@ cluster_cancel(const char *id, queue_lookup_cb *cb, void *arg)
 	error = error ?: cluster_argv_str(&a, "CANCELLED");
 	error = error ?: cluster_argv_str(&a, "cancelled by a client");
 	error = error ?: cluster_argv_str(&a, text != NULL ? text : "{}");
-	free(text);
+	/* The words are sent (copied into hiredis's buffer) by cluster_eval. */
 	if (error < 0) {
 		cluster_argv_clear(&a);
 	} else if ((error = cluster_eval(cluster_lua_finish, &a, cluster_cancel_reply, l)) == 0) {
+		free(text);
 		return;
 	}
+	free(text);
 	free(l);
 	cb(error, NULL, arg);
 }

@@ -73,9 +73,10 @@ class Redis:
 class Node(k.Daemon):
     """A kgymd node of the cluster, with the selftest and (optionally) python plugins."""
 
-    def __init__(self, redis, name, lease=2, python=False, running=50, cpu_workers=2):
-        conf = "[cluster]\nredis = %s\nnode_id = %s\nlease = %d\nmax_attempts = 3\n" % (
-            redis.sock, name, lease)
+    def __init__(self, redis, name, lease=2, python=False, running=50, cpu_workers=2,
+                 max_attempts=3):
+        conf = "[cluster]\nredis = %s\nnode_id = %s\nlease = %d\nmax_attempts = %d\n" % (
+            redis.sock, name, lease, max_attempts)
         dirs = None
         self.pdir = None
         if python:
@@ -196,6 +197,17 @@ def test_three_nodes_3000_tasks():
                 workers)
         stats = nodes[2].request({"op": "stats"})
         k.check(len(stats["nodes"]) == 3 and stats["node"] == "n2", stats.get("nodes"))
+        # cancel on any node: a long task accepted by n0, cancelled through n2
+        submit(nodes[0], [quick("long", delay_ms=60000)])
+        r = nodes[2].request({"op": "cancel", "task_id": "long"})
+        k.check(r["ok"] and r["cancelled"] and r["state"] == "cancelled", r)
+        seen = wait_all(nodes[1], ["long"], timeout_s=30)
+        k.check(seen["long"]["state"] == "cancelled" and
+                seen["long"]["result"]["error_code"] == "CANCELLED", seen)
+        r = nodes[0].request({"op": "cancel", "task_id": "long"})
+        k.check(r["ok"] and not r["cancelled"] and r["state"] == "cancelled", r)
+        r = nodes[1].request({"op": "status", "task_id": "no-such-task"})
+        k.check(not r["ok"] and r["error"]["code"] == "not_found", r)
         ok = True
     finally:
         finish(nodes, redis, ok)
@@ -251,6 +263,8 @@ def test_redis_kill9_and_restart():
         k.check(not r["ok"] and r["error"]["code"] == "not_found", r)
         logs = "".join(d.read_log() for d in nodes)
         k.check("Redis is reachable again" in logs, "nodes noticed Redis come back")
+        k.check("results kept while Redis was away are being written" in logs,
+                "results of tasks that ended while Redis was away were kept, then written")
         ok = True
     finally:
         finish(nodes, redis, ok)
@@ -294,6 +308,42 @@ def test_late_node_does_not_overwrite():
         finish(nodes, redis, ok)
 
 
+def test_max_attempts_then_system_error():
+    """A task whose node keeps losing its lease fails with SYSTEM_ERROR past max_attempts."""
+    redis = Redis()
+    nodes, ok = [], False
+    try:
+        a = Node(redis, "n0", lease=1, running=5, max_attempts=1)
+        nodes.append(a)
+        a.start()
+        submit(a, [quick("doomed", delay_ms=60000)])
+        deadline = time.time() + 10
+        while a.request({"op": "stats"})["tasks"]["running"] == 0:
+            k.check(time.time() < deadline, "a runs the task")
+            time.sleep(0.02)
+        b = Node(redis, "n1", lease=1, running=5, max_attempts=1)
+        nodes.append(b)
+        b.start()
+        a.proc.send_signal(signal.SIGSTOP)
+        try:
+            seen = wait_all(b, ["doomed"], timeout_s=30)
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        res = seen["doomed"]["result"]
+        k.check(seen["doomed"]["state"] == "failed" and res["error_code"] == "SYSTEM_ERROR" and
+                "max_attempts" in res["error_message"], res)
+        # a hears that the task ended elsewhere and stops it; the failure stands.
+        deadline = time.time() + 15
+        while a.request({"op": "stats"})["tasks"]["running"] != 0:
+            k.check(time.time() < deadline, "a stopped the task")
+            time.sleep(0.1)
+        r = a.request({"op": "result", "task_id": "doomed"})
+        k.check(r["result"]["error_code"] == "SYSTEM_ERROR", r)
+        ok = True
+    finally:
+        finish(nodes, redis, ok)
+
+
 if __name__ == "__main__":
     k.run([test_three_nodes_3000_tasks, test_kill9_node_midway, test_redis_kill9_and_restart,
-           test_late_node_does_not_overwrite])
+           test_late_node_does_not_overwrite, test_max_attempts_then_system_error])
