@@ -676,6 +676,8 @@ ops_health(struct conn *conn, struct request *req, json_t *reply)
 
 	if (kgymd_draining())
 		status = "draining";
+	else if (queue->reachable != NULL && !queue->reachable())
+		status = "unavailable";	/* submits are refused until Redis is back */
 	json_object_set_new(reply, "status", json_string(status));
 	json_object_set_new(reply, "queued", json_integer((json_int_t)sched_queued()));
 	json_object_set_new(reply, "running", json_integer((json_int_t)sched_running()));

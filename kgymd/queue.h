@@ -98,6 +98,8 @@ struct queue_backend {
 		    queue_row_cb *row_cb, void (*done)(int error, void *arg), void *arg);
 	/* Terminal tasks finished before before_ms go. */
 	int	(*prune)(int64_t before_ms, int *ret_n, int64_t by_state[TASK__STATE_COUNT]);
+	/* Whether the queue can be reached now (NULL: always). */
+	bool	(*reachable)(void);
 	/* The nodes sharing the queue, [{node,gpus,workers,...}] (NULL: one). */
 	void	(*nodes)(void (*cb)(json_t *nodes, void *arg), void *arg);
 };

@@ -779,5 +779,6 @@ const struct queue_backend queue_redis = {
 	.cancel = cluster_cancel,
 	.list = cluster_list,
 	.prune = qr_prune,
+	.reachable = cluster_up,
 	.nodes = cluster_nodes,
 };

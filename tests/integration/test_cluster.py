@@ -255,6 +255,8 @@ def test_redis_kill9_and_restart():
         r = nodes[0].request({"op": "submit", "task": quick("refused")})
         k.check(not r["ok"] and r["error"]["code"] == "unavailable" and
                 "Redis" in r["error"]["message"], r)
+        h = nodes[1].request({"op": "health"})
+        k.check(h["status"] == "unavailable", h)
         time.sleep(1.0)
         redis.start()
         seen = wait_all(nodes[2], ids, timeout_s=120)
@@ -263,6 +265,7 @@ def test_redis_kill9_and_restart():
         k.check(not r["ok"] and r["error"]["code"] == "not_found", r)
         logs = "".join(d.read_log() for d in nodes)
         k.check("Redis is reachable again" in logs, "nodes noticed Redis come back")
+        k.check(nodes[1].request({"op": "health"})["status"] == "healthy", "healthy again")
         k.check("results kept while Redis was away are being written" in logs,
                 "results of tasks that ended while Redis was away were kept, then written")
         ok = True
