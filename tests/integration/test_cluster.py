@@ -311,6 +311,28 @@ def test_late_node_does_not_overwrite():
         finish(nodes, redis, ok)
 
 
+def test_heartbeat_keeps_claims():
+    """Tasks running three leases long on a live node are renewed, not reclaimed."""
+    redis = Redis()
+    nodes, ok = [], False
+    try:
+        nodes = cluster(redis, n=2, lease=1, running=5)
+        ids = submit(nodes[0], [quick("hb%d" % i, delay_ms=3500) for i in range(4)])
+        seen = wait_all(nodes[1], ids, timeout_s=30)
+        for e in seen.values():
+            k.check(e["state"] == "completed" and
+                    e["result"].get("metadata", {}).get("attempt") == 1,
+                    "ran once, not reclaimed: %r" % e["result"])
+        # status of another node's task, from the node that did not run it
+        ran = seen["hb0"]["result"]["metadata"]["node"]
+        other = nodes[1] if ran == "n0" else nodes[0]
+        r = other.request({"op": "status", "task_id": "hb0"})
+        k.check(r["ok"] and r["state"] == "completed" and r["attempt"] == 1, r)
+        ok = True
+    finally:
+        finish(nodes, redis, ok)
+
+
 def test_max_attempts_then_system_error():
     """A task whose node keeps losing its lease fails with SYSTEM_ERROR past max_attempts."""
     redis = Redis()
@@ -349,4 +371,5 @@ def test_max_attempts_then_system_error():
 
 if __name__ == "__main__":
     k.run([test_three_nodes_3000_tasks, test_kill9_node_midway, test_redis_kill9_and_restart,
-           test_late_node_does_not_overwrite, test_max_attempts_then_system_error])
+           test_late_node_does_not_overwrite, test_heartbeat_keeps_claims,
+           test_max_attempts_then_system_error])
