@@ -104,6 +104,12 @@ static int config_parse_users(const struct config_key *, const char *,
     struct config *, char **);
 static int config_parse_groups(const struct config_key *, const char *,
     struct config *, char **);
+static int config_parse_redis(const struct config_key *, const char *,
+    struct config *, char **);
+static int config_parse_node_id(const struct config_key *, const char *,
+    struct config *, char **);
+static int config_parse_optional_path(const struct config_key *, const char *,
+    struct config *, char **);
 
 #define OFF(field)	offsetof(struct config, field)
 
@@ -236,6 +242,24 @@ static const struct config_key config_keys[] = {
 	{ "sandbox", "job_max_file_size", "1G", config_parse_bytes, CS_I64,
 	    OFF(job_max_file_bytes), 0, CONFIG_MIB, CONFIG_TIB, false,
 	    "largest file a job may write (RLIMIT_FSIZE)" },
+	{ "cluster", "redis", "none", config_parse_redis, CS_STR,
+	    OFF(cluster_redis), 0, 0, 0, false,
+	    "the shared queue: redis://HOST[:PORT][/DB], a socket path, or none" },
+	{ "cluster", "node_id", "", config_parse_node_id, CS_STR,
+	    OFF(cluster_node_id), 0, 0, 0, false,
+	    "this node's name in the shared queue (empty: the host name)" },
+	{ "cluster", "lease", "30", config_parse_seconds, CS_I64,
+	    OFF(cluster_lease_s), 0, 1, 3600, false,
+	    "a claimed task not renewed this long is reclaimed by another node" },
+	{ "cluster", "max_attempts", "3", config_parse_int, CS_INT,
+	    OFF(cluster_max_attempts), 0, 1, 100, false,
+	    "claims of one task before it fails with SYSTEM_ERROR" },
+	{ "cluster", "result_ttl", "1d", config_parse_seconds, CS_I64,
+	    OFF(cluster_result_ttl_s), 0, 60, 365 * CONFIG_DAY, false,
+	    "how long Redis keeps a task once it has ended" },
+	{ "cluster", "password_file", "none", config_parse_optional_path, CS_STR,
+	    OFF(cluster_password_file), 0, 0, 0, false,
+	    "file holding the Redis password (AUTH), or none" },
 };
 /* clang-format on */
 
@@ -588,6 +612,67 @@ config_parse_path(const struct config_key *key, const char *value,
 		return config_reason(ret_reason,
 		    "expected a path of at most %lld bytes, got %zu bytes",
 		    (long long)key->max, strlen(value));
+	if ((copy = strdup(value)) == NULL)
+		return -ENOMEM;
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+/* An absolute path, or "none" (held as ""). */
+static int
+config_parse_optional_path(const struct config_key *key, const char *value,
+    struct config *config, char **ret_reason)
+{
+	char **field = FIELD(config, key, char *);
+	char *copy;
+
+	if (strcmp(value, "none") == 0)
+		value = "";
+	else if (value[0] != '/')
+		return config_reason(ret_reason,
+		    "expected an absolute path or none, got \"%s\"", value);
+	if ((copy = strdup(value)) == NULL)
+		return -ENOMEM;
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+/* none (held as ""), redis://HOST[:PORT][/DB] or a socket path. */
+static int
+config_parse_redis(const struct config_key *key, const char *value,
+    struct config *config, char **ret_reason)
+{
+	struct cluster_addr addr;
+	char **field = FIELD(config, key, char *);
+	char *copy;
+	int rc;
+
+	if (strcmp(value, "none") == 0)
+		value = "";
+	else if ((rc = cluster_url_parse(value, &addr, ret_reason)) < 0)
+		return rc;
+	if ((copy = strdup(value)) == NULL)
+		return -ENOMEM;
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+/* Empty (the host name at start), or 1 to 64 of [A-Za-z0-9._-]. */
+static int
+config_parse_node_id(const struct config_key *key, const char *value,
+    struct config *config, char **ret_reason)
+{
+	char **field = FIELD(config, key, char *);
+	size_t len = strlen(value);
+	char *copy;
+
+	if (len > 64 || strspn(value, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	    "0123456789._-") != len)
+		return config_reason(ret_reason, "expected 1 to 64 characters of A-Z, a-z, "
+		    "0-9, '.', '_' and '-' (or nothing for the host name), got \"%s\"", value);
 	if ((copy = strdup(value)) == NULL)
 		return -ENOMEM;
 	free(*field);
@@ -1115,7 +1200,7 @@ config_section_check(const char *section, size_t len, char **ret_reason)
 		    (int)len, section, KGYM_NAME_MAX - 1);
 	}
 	return config_reason(ret_reason, "unknown section [%.*s] (expected "
-	    "[kgymd], [workers], [sandbox] or [plugin.NAME])", (int)len, section);
+	    "[kgymd], [workers], [sandbox], [cluster] or [plugin.NAME])", (int)len, section);
 }
 
 /*

@@ -109,6 +109,14 @@ struct config {
 	uid_t *admin_uids;		/* peers allowed drain/shutdown */
 	size_t nadmin_uids;
 
+	/* [cluster] (DESIGN §12); cluster_redis NULL: a single node */
+	char *cluster_redis;		/* redis://host:port/db or a socket path */
+	char *cluster_node_id;		/* "": the host name */
+	int64_t cluster_lease_s;	/* a claim not renewed this long is reclaimed */
+	int cluster_max_attempts;	/* claims of one task before SYSTEM_ERROR */
+	int64_t cluster_result_ttl_s;	/* results kept in Redis */
+	char *cluster_password_file;	/* Redis AUTH password; NULL: none */
+
 	/* [workers] */
 	char *worker_path;		/* the kgymd-worker program */
 	int cpu_workers;
@@ -153,9 +161,20 @@ bool	config_uid_admin(const struct config *config, uid_t uid);
  */
 void	config_apply_reload(struct config *cur, const struct config *next);
 
+/* ---------------------------------------------------------- cluster_url.c */
+/* The [cluster] redis key: a TCP address (host, port, db) or a Unix socket. */
+struct cluster_addr {
+	char host[256];			/* "" for a Unix socket */
+	int port;
+	int db;
+	char path[108];			/* the socket; "" for TCP */
+};
+/* -EINVAL with what was expected in *ret_reason (malloc'd). */
+int	cluster_url_parse(const char *url, struct cluster_addr *ret, char **ret_reason);
+
 /* One key of the key table, for the checks that keep the docs true. */
 struct config_key_info {
-	const char *section;		/* "kgymd" or "sandbox" */
+	const char *section;		/* "kgymd", "workers", "sandbox" or "cluster" */
 	const char *name;
 	const char *default_value;	/* as written in etc/kgymd.conf */
 	bool reloadable;		/* SIGHUP applies it */
@@ -458,6 +477,7 @@ struct task {
 	struct job *job;		/* its sandboxed job, queued or running */
 	int gpu;			/* the GPU its last job started on; -1 none */
 	bool starting;			/* running, its running mark not yet committed */
+	bool marked;			/* queued, but its queue marked it running (claimed) */
 	bool finished;			/* ended; freed once its end is committed */
 	json_t *result;			/* while finished, until committed */
 	TAILQ_ENTRY(task) entry;	/* in a sched queue or the running list */
@@ -562,8 +582,14 @@ int	sched_submit(struct sched_batch *b, const struct task_spec *spec, const char
 void	sched_batch_commit(struct sched_batch *b,
 	    void (*done)(struct sched_batch *b, int error, void *arg), void *arg);
 size_t	sched_batch_count(const struct sched_batch *b);
-/* Row k's id was in the store when the writer came (another submit of it). */
-bool	sched_batch_dup(const struct sched_batch *b, size_t k);
+/*
+ * Row k's id was in the queue when the writer came (another submit of it):
+ * that task's state and owner (borrowed until the next call).
+ */
+bool	sched_batch_dup(const struct sched_batch *b, size_t k, enum task_state *ret_state,
+	    const char **ret_owner);
+/* Why the queue refused the batch (for the client), or NULL. */
+const char *sched_batch_cause(const struct sched_batch *b);
 /* A task's state and owner (borrowed until the next call), live or stored. */
 int	sched_find(const char *id, enum task_state *ret_state, const char **ret_owner);
 /* Queue a row read back from the store at start-up. */
@@ -657,6 +683,16 @@ int	wait_add(struct peer *peer, json_t *req_id, const char **ids, size_t nids,
 void	wait_task_done(const char *id, enum task_state state, json_t *result);
 /* The peer is going away. */
 void	wait_peer_gone(struct peer *peer);
+/* Whether some client waits for task `id`. */
+bool	wait_watched(const char *id);
+/* cb(id) for every id some client waits for; cb must not change the waits. */
+void	wait_foreach_watched(void (*cb)(const char *id));
+/*
+ * What a shared queue says of a task that is not live here (error 0 and
+ * its row, with the result text when final; -ENOENT unknown; other errors
+ * leave the waits as they are).
+ */
+void	wait_task_answer(const char *id, int error, const struct store_row *row);
 size_t	wait_count(void);
 
 /* -------------------------------------------------------------- control.c */
@@ -692,6 +728,8 @@ size_t	control_input_bytes(void);
 int	ops_dispatch(struct peer *peer, struct request *req);
 /* The peer is going away: abandon its request in progress. */
 void	ops_pending_free(struct peer *peer);
+/* The peer is going away: answers still on their way go nowhere. */
+void	ops_peer_gone(struct peer *peer);
 
 /* ---------------------------------------------------------------- stats.c */
 /* Counters and latency histograms for `stats` and sd_notify STATUS=. */

@@ -33,7 +33,7 @@
 #include <systemd/sd-daemon.h>
 #endif
 
-#include "kgymd.h"
+#include "queue.h"
 
 #define KGYMD_DEFAULT_CONFIG	KGYM_SYSCONFDIR "/kgymd.conf"
 #define KGYMD_PRUNE_INTERVAL_S	60
@@ -235,7 +235,7 @@ kgymd_prune(evutil_socket_t fd, short what, void *arg)
 	int64_t by_state[TASK__STATE_COUNT];
 	int n = 0;
 
-	if (store_prune(kgymd_store, before, &n, by_state) < 0)
+	if (queue->prune(before, &n, by_state) < 0)
 		log_warnx("pruning old results failed");
 	else {
 		stats_pruned(by_state);
@@ -275,54 +275,19 @@ kgymd_snapshot_config(const char *path)
 	kgymd_worker_config = copy;
 }
 
-static int
-kgymd_restore_row(const struct store_row *row, void *arg)
-{
-	int *n = arg;
-
-	(*n)++;
-	return sched_restore(row);
-}
-
+/*
+ * The queue backend: this machine's store, or the shared queue of
+ * [cluster] (with this node's store under it).  Opening it recovers what
+ * a crashed daemon left running; from here on every write is off the loop.
+ */
 static void
-kgymd_open_store(void)
+kgymd_open_queue(void)
 {
-	int64_t counts[TASK__STATE_COUNT];
-	char *path, *db, *cause = NULL;
-	int restored = 0, failed = 0;
+	char *cause = NULL;
 
-	if (mkdir(kgymd_config->state_dir, 0700) < 0 && errno != EEXIST)
-		fatal("%s", kgymd_config->state_dir);
-	if (asprintf(&path, "%s/tasks.db", kgymd_config->state_dir) < 0)
-		fatalx("out of memory");
-	if ((kgymd_store = store_open(path, kgymd_config->store_sync_full, &cause)) == NULL)
-		fatalx("task store: %s", cause != NULL ? cause : path);
-	db = path;
-	/* Workers' private directories, and the compile cache they share. */
-	if (asprintf(&path, "%s/work", kgymd_config->state_dir) < 0)
-		fatalx("out of memory");
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		fatal("%s", path);
-	free(path);
-	if (asprintf(&path, "%s/cache", kgymd_config->state_dir) < 0)
-		fatalx("out of memory");
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		fatal("%s", path);
-	free(path);
-	if (store_recover(kgymd_store, kgymd_config->max_attempts, stats_wall_ms(),
-	    kgymd_restore_row, &restored, &failed) < 0)
-		fatalx("task store: recovery failed");
-	if (restored > 0 || failed > 0)
-		log_info("recovered %d queued tasks; %d failed after max_attempts", restored,
-		    failed);
-	/* The one count of the whole store: stats follows it from here on. */
-	if (store_count(kgymd_store, counts) < 0)
-		fatalx("task store: cannot count its tasks");
-	stats_set_stored(counts);
-	/* Recovery done: from here on every write goes through the writer. */
-	if (writer_start(db, kgymd_config->store_sync_full, &cause) < 0)
-		fatalx("task store: %s", cause != NULL ? cause : db);
-	free(db);
+	queue_select(kgymd_config);
+	if (queue->open(kgymd_config->state_dir, &cause) < 0)
+		fatalx("task store (%s): %s", queue->name, cause != NULL ? cause : "cannot open");
 }
 
 static void
@@ -416,7 +381,7 @@ main(int argc, char **argv)
 	stats_init();
 	sched_init();
 	plugin_load_all(kgymd_config->plugin_dir, host_table());
-	kgymd_open_store();
+	kgymd_open_queue();
 	kgymd_snapshot_config(path);
 	pool_init();
 	kgymd_listen();
@@ -438,7 +403,7 @@ main(int argc, char **argv)
 	event_base_dispatch(kgymd_base);
 
 	log_info("stopped");
-	writer_stop();		/* every write done, and each client told */
+	queue->close();		/* every write done, and each client told */
 	control_free_all();
 	pool_stop();
 	sched_free();

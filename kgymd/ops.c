@@ -17,7 +17,7 @@
 
 #include <event2/event.h>
 
-#include "kgymd.h"
+#include "ops.h"
 
 #define OPS_LIST_DEFAULT	100
 #define OPS_LIST_MAX		1000	/* a page; more with `before` */
@@ -34,20 +34,28 @@ static void
 ops_error(struct peer *peer, struct request *req, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-static void
-ops_error(struct peer *peer, struct request *req, const char *code, const char *fmt, ...)
+void
+ops_verror(struct peer *peer, json_t *req_id, const char *code, const char *fmt, va_list ap)
 {
 	char message[768];
 	json_t *reply;
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(message, sizeof message, fmt, ap);
-	va_end(ap);
-	reply = proto_reply_error(req->id, code, message);
+	reply = proto_reply_error(req_id, code, message);
 	peer_send(peer, reply);
 	json_decref(reply);
 }
+
+static void
+ops_error(struct peer *peer, struct request *req, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	ops_verror(peer, req->id, code, fmt, ap);
+	va_end(ap);
+}
+
 
 static void
 ops_bad(struct peer *peer, struct request *req, const struct proto_error *err)
@@ -133,6 +141,7 @@ struct ops_pending {
 	bool committing;		/* the batch is with the writer */
 	struct sched_batch *batch;
 	char *store_failure;		/* why the store refused the batch */
+	bool store_unavailable;		/* the shared queue could not be reached */
 	uint64_t t0;
 	struct event *ev;
 };
@@ -231,7 +240,8 @@ ops_submit_finish(struct ops_pending *p)
 
 	/* The store failed before anything was accepted: the request failed. */
 	if (p->store_failure != NULL && json_array_size(p->accepted) == 0) {
-		ops_error(peer, &p->req, "internal", "%s", p->store_failure);
+		ops_error(peer, &p->req, p->store_unavailable ? "unavailable" : "internal", "%s",
+		    p->store_failure);
 		return;
 	}
 	json_object_set(p->reply, "accepted", p->accepted);
@@ -305,12 +315,13 @@ ops_submit_committed(struct sched_batch *b, int error, void *arg)
 		index = (size_t)json_integer_value(json_object_get(a, "index"));
 		id = json_string_value(json_object_get(a, "task_id"));
 		if (error < 0) {
-			json_array_append_new(p->rejected, ops_rejection(index, "internal",
+			json_array_append_new(p->rejected, ops_rejection(index,
+			    error == -EAGAIN ? "unavailable" : "internal",
+			    sched_batch_cause(b) != NULL ? sched_batch_cause(b) :
 			    "the task store could not commit the submission"));
-		} else if (!sched_batch_dup(b, k)) {
+		} else if (!sched_batch_dup(b, k, &state, &owner)) {
 			continue;
-		} else if (sched_find(id, &state, &owner) == 0 &&
-		    peer_may_see(p->peer, owner)) {
+		} else if (peer_may_see(p->peer, owner)) {
 			/* Another submit of this id got there first: that one stands. */
 			json_object_set_new(a, "existing", json_true());
 			json_object_set_new(a, "state", json_string(proto_state_name(state)));
@@ -322,8 +333,11 @@ ops_submit_committed(struct sched_batch *b, int error, void *arg)
 		json_object_set_new(a, "_drop", json_true());
 		drops = true;
 	}
-	if (error < 0 && p->store_failure == NULL)
-		p->store_failure = strdup("the task store could not commit the submission");
+	if (error < 0 && p->store_failure == NULL) {
+		p->store_failure = strdup(sched_batch_cause(b) != NULL ? sched_batch_cause(b) :
+		    "the task store could not commit the submission");
+		p->store_unavailable = error == -EAGAIN;
+	}
 	if (drops)
 		ops_submit_prune(p);
 	ops_submit_end(p);
@@ -429,7 +443,7 @@ ops_task_id(struct peer *peer, struct request *req, const char **ret_id)
 	return 0;
 }
 
-static void
+void
 ops_row_fields(json_t *o, const struct store_row *row)
 {
 	json_object_set_new(o, "task_id", json_string(row->id));
@@ -452,7 +466,7 @@ static int
 ops_get_row(struct peer *peer, struct request *req, const char *id,
     struct store_row **ret_row)
 {
-	int error = store_get(kgymd_store, id, ret_row);
+	int error = queue->get(id, ret_row);
 
 	/* Another client's task is not found: its existence is not ours to learn. */
 	if (error == 0 && !peer_may_see(peer, (*ret_row)->owner)) {
@@ -473,7 +487,9 @@ ops_status(struct peer *peer, struct request *req, json_t *reply)
 	struct task *task;
 	const char *id;
 
-	if (ops_task_id(peer, req, &id) < 0 || ops_get_row(peer, req, id, &row) < 0)
+	if (ops_task_id(peer, req, &id) < 0 ||
+	    ops_ask_queue(peer, req, reply, id, false, ops_status_looked_up) ||
+	    ops_get_row(peer, req, id, &row) < 0)
 		return;
 	/*
 	 * A cancel is answered "cancelled" at once, while the writer commits
@@ -496,7 +512,9 @@ ops_result(struct peer *peer, struct request *req, json_t *reply)
 	const char *id;
 	json_t *result;
 
-	if (ops_task_id(peer, req, &id) < 0 || ops_get_row(peer, req, id, &row) < 0)
+	if (ops_task_id(peer, req, &id) < 0 ||
+	    ops_ask_queue(peer, req, reply, id, true, ops_result_looked_up) ||
+	    ops_get_row(peer, req, id, &row) < 0)
 		return;
 	/*
 	 * A cancel is answered "cancelled" at once, and status says so while
@@ -572,7 +590,7 @@ ops_task_visible(struct peer *peer, const char *id)
 		return true;
 	if ((task = task_index_find(id)) != NULL)
 		return peer_may_see(peer, task->owner);
-	if (store_get(kgymd_store, id, &row) < 0)
+	if (queue->get(id, &row) < 0)
 		return true;
 	visible = peer_may_see(peer, row->owner);
 	store_row_free(row);
@@ -588,6 +606,10 @@ ops_cancel(struct peer *peer, struct request *req, json_t *reply)
 
 	if (ops_task_id(peer, req, &id) < 0)
 		return;
+	/* Not live here: the shared queue says whose it is, then cancels it. */
+	if (queue->cancel != NULL && task_index_find(id) == NULL &&
+	    ops_ask_queue(peer, req, reply, id, false, ops_cancel_looked_up))
+		return;
 	if (!ops_task_visible(peer, id))
 		return ops_error(peer, req, "not_found", "no task with task_id '%.128s'", id);
 	error = sched_cancel(id, &state);
@@ -601,36 +623,19 @@ ops_cancel(struct peer *peer, struct request *req, json_t *reply)
 	peer_send(peer, reply);
 }
 
-struct ops_list_page {
-	json_t *tasks;
-	int64_t last_seq;
-};
-
-static int
-ops_list_row(const struct store_row *row, void *arg)
-{
-	struct ops_list_page *page = arg;
-	json_t *o = json_object();
-
-	ops_row_fields(o, row);
-	json_object_del(o, "error_message");
-	json_array_append_new(page->tasks, o);
-	page->last_seq = row->seq;
-	return 0;
-}
-
 /*
  * A page of at most `limit` tasks, newest first, walked from an index; the
  * reply's `next` (when the page is full) is the `before` of the next page.
- * Admins list every task; any other client its own.
+ * Admins list every task; any other client its own.  A shared queue lists
+ * the tasks of every node.
  */
 static void
 ops_list(struct peer *peer, struct request *req, json_t *reply)
 {
 	struct proto_error err = { 0 };
-	struct ops_list_page page = { 0 };
 	const char *state_name = NULL;
 	int64_t limit = OPS_LIST_DEFAULT, before = 0;
+	struct ops_later *l;
 	int state = -1;
 
 	if (proto_get_string(req->root, "state", false, &state_name, &err) < 0 ||
@@ -641,16 +646,16 @@ ops_list(struct peer *peer, struct request *req, json_t *reply)
 		return ops_error(peer, req, "bad_request",
 		    "field 'state': expected queued, running, completed, failed or cancelled, got '%.32s'",
 		    state_name);
-	page.tasks = json_array();
-	if (store_list(kgymd_store, state, peer->admin ? NULL : peer->owner, before,
-	    (int)limit, ops_list_row, &page) < 0) {
-		json_decref(page.tasks);
-		return ops_error(peer, req, "internal", "the task store failed to list tasks");
+	if ((l = ops_later_new(peer, req, reply, NULL)) == NULL ||
+	    (l->page = calloc(1, sizeof *l->page)) == NULL) {
+		if (l != NULL)
+			ops_later_free(l);
+		return ops_error(peer, req, "internal", "out of memory");
 	}
-	json_object_set_new(reply, "next", json_array_size(page.tasks) == (size_t)limit ?
-	    json_integer(page.last_seq) : json_null());
-	json_object_set_new(reply, "tasks", page.tasks);
-	peer_send(peer, reply);
+	l->page->tasks = json_array();
+	l->page->limit = limit;
+	queue->list(state, peer->admin ? NULL : peer->owner, before, (int)limit, ops_list_row,
+	    ops_list_done, l);
 }
 
 static void
@@ -661,7 +666,7 @@ ops_workers(struct peer *peer, struct request *req, json_t *reply)
 	json_object_update(reply, pool);
 	json_decref(pool);
 	json_object_set_new(reply, "workers_per_gpu", json_integer(kgymd_config->workers_per_gpu));
-	peer_send(peer, reply);
+	ops_send_with_nodes(peer, req, reply);
 }
 
 static void
@@ -671,6 +676,8 @@ ops_health(struct peer *peer, struct request *req, json_t *reply)
 
 	if (kgymd_draining())
 		status = "draining";
+	else if (queue->reachable != NULL && !queue->reachable())
+		status = "unavailable";	/* submits are refused until Redis is back */
 	json_object_set_new(reply, "status", json_string(status));
 	json_object_set_new(reply, "queued", json_integer((json_int_t)sched_queued()));
 	json_object_set_new(reply, "running", json_integer((json_int_t)sched_running()));
@@ -699,7 +706,7 @@ ops_stats(struct peer *peer, struct request *req, json_t *reply)
 
 	json_object_update(reply, stats);
 	json_decref(stats);
-	peer_send(peer, reply);
+	ops_send_with_nodes(peer, req, reply);
 }
 
 static void

@@ -50,4 +50,5 @@ peer_release(struct peer *peer)
 	if (peer->pending != NULL)
 		ops_pending_free(peer);
 	wait_peer_gone(peer);
+	ops_peer_gone(peer);
 }

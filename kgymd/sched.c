@@ -25,7 +25,7 @@
 
 #include <event2/event.h>
 
-#include "kgymd.h"
+#include "queue.h"
 
 static struct task_queue sched_queues[PRIO__COUNT];
 static struct task_queue sched_running_list;
@@ -205,23 +205,13 @@ sched_enqueue(struct task *task)
 }
 
 /*
- * A submission: the rows of one submit request, written by the writer in
- * one job.  The rows own their strings, since the writer thread reads them
- * while the loop goes on.
+ * A submission: the new tasks of one submit request, handed to the queue
+ * backend as one batch.  The rows own their strings, since the writer
+ * thread reads them while the loop goes on.
  */
-struct sched_row {
-	struct store_row row;		/* row.payload: the writer's json_dumps() */
-	json_t *payload;		/* the request's; the loop leaves it alone meanwhile */
-	int64_t seq;
-	bool dup;			/* the store had the id when the writer came */
-};
-
 struct sched_batch {
-	struct writer_job job;
-	struct sched_row *rows;
-	size_t n, cap;
+	struct queue_batch q;
 	bool committing;
-	int error;			/* the writer's */
 	size_t next;			/* rows queued so far, after the commit */
 	void (*done)(struct sched_batch *, int error, void *arg);
 	void *arg;
@@ -236,35 +226,43 @@ sched_batch_new(void)
 void
 sched_batch_free(struct sched_batch *b)
 {
-	size_t i;
-
 	if (b == NULL)
 		return;
 	/* A batch with the writer is freed by its completion, not here. */
 	if (b->committing)
 		fatalx("sched: a batch freed while the writer holds it");
-	for (i = 0; i < b->n; i++) {
-		free(b->rows[i].row.id);
-		free(b->rows[i].row.workflow);
-		free(b->rows[i].row.payload);
-		free(b->rows[i].row.owner);
-		json_decref(b->rows[i].payload);
-	}
-	sched_ninflight -= b->n;
-	free(b->rows);
+	sched_ninflight -= b->q.n;
+	queue_batch_clear(&b->q);
 	free(b);
 }
 
 size_t
 sched_batch_count(const struct sched_batch *b)
 {
-	return b->n;
+	return b->q.n;
 }
 
 bool
-sched_batch_dup(const struct sched_batch *b, size_t k)
+sched_batch_dup(const struct sched_batch *b, size_t k, enum task_state *ret_state,
+    const char **ret_owner)
 {
-	return k < b->n && b->rows[k].dup;
+	if (k >= b->q.n || !b->q.t[k].dup)
+		return false;
+	if (b->q.t[k].dup_owner != NULL) {
+		/* The backend said whose it is (a task of another node). */
+		*ret_state = b->q.t[k].dup_state;
+		*ret_owner = b->q.t[k].dup_owner;
+	} else if (sched_find(b->q.t[k].row.id, ret_state, ret_owner) < 0) {
+		*ret_state = TASK_QUEUED;
+		*ret_owner = "";
+	}
+	return true;
+}
+
+const char *
+sched_batch_cause(const struct sched_batch *b)
+{
+	return b->q.cause;
 }
 
 int
@@ -280,7 +278,7 @@ sched_find(const char *id, enum task_state *ret_state, const char **ret_owner)
 		*ret_owner = live->owner;
 		return 0;
 	}
-	if ((error = store_get(kgymd_store, id, &old)) < 0)
+	if ((error = queue->get(id, &old)) < 0)
 		return error;
 	snprintf(old_owner, sizeof old_owner, "%s", old->owner != NULL ? old->owner : "");
 	*ret_state = old->state;
@@ -294,7 +292,7 @@ sched_submit(struct sched_batch *b, const struct task_spec *spec, const char *ow
     char *ret_id, size_t idlen, enum task_state *ret_state, bool *ret_existing,
     const char **ret_owner, char **ret_cause)
 {
-	struct sched_row *r, *nrows;
+	struct queue_task *r;
 	char idbuf[KGYM_TASK_ID_MAX + 1];
 	int error;
 
@@ -316,16 +314,8 @@ sched_submit(struct sched_batch *b, const struct task_spec *spec, const char *ow
 			*ret_cause = NULL;
 		return -ENOSPC;
 	}
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? 2 * b->cap : 16;
-
-		if ((nrows = reallocarray(b->rows, cap, sizeof *nrows)) == NULL)
-			return -ENOMEM;
-		b->rows = nrows;
-		b->cap = cap;
-	}
-	r = &b->rows[b->n];
-	memset(r, 0, sizeof *r);
+	if ((r = queue_batch_add(&b->q)) == NULL)
+		return -ENOMEM;
 	r->row.id = strdup(idbuf);
 	r->row.workflow = strdup(spec->workflow);
 	r->row.owner = strdup(owner);
@@ -333,6 +323,7 @@ sched_submit(struct sched_batch *b, const struct task_spec *spec, const char *ow
 		free(r->row.id);
 		free(r->row.workflow);
 		free(r->row.owner);
+		b->q.n--;
 		return -ENOMEM;
 	}
 	/* Serialised by the writer: 8 KiB of JSON text costs jansson ~0.1 ms. */
@@ -342,33 +333,10 @@ sched_submit(struct sched_batch *b, const struct task_spec *spec, const char *ow
 	r->row.timeout_s = spec->timeout_s;
 	r->row.gpu_memory_bytes = spec->gpu_memory_bytes;
 	r->row.created_ms = stats_wall_ms();
-	b->n++;
 	sched_ninflight++;
 	snprintf(ret_id, idlen, "%s", idbuf);
 	*ret_state = TASK_QUEUED;
 	*ret_existing = false;
-	return 0;
-}
-
-/* In the writer thread: insert the rows; an id the store has is a dup, not a failure. */
-static int
-sched_batch_run(struct store *store, void *arg)
-{
-	struct sched_batch *b = arg;
-	size_t i;
-	int error;
-
-	for (i = 0; i < b->n; i++) {
-		/* jansson may read a tree from two threads; only its refcounts are not shared. */
-		if (b->rows[i].row.payload == NULL &&
-		    (b->rows[i].row.payload = json_dumps(b->rows[i].payload,
-		    JSON_COMPACT)) == NULL)
-			return -ENOMEM;
-		error = store_insert(store, &b->rows[i].row, &b->rows[i].seq);
-		b->rows[i].dup = error == -EEXIST;
-		if (error < 0 && error != -EEXIST)
-			return error;
-	}
 	return 0;
 }
 
@@ -377,13 +345,14 @@ static bool
 sched_batch_step(void *arg, uint64_t deadline)
 {
 	struct sched_batch *b = arg;
-	struct sched_row *r;
+	struct queue_task *r;
 	struct task *task;
 
-	while (b->error == 0 && b->next < b->n) {
+	/* A shared queue hands its tasks to whichever node has room (sched_adopt). */
+	while (b->q.error == 0 && queue->local && b->next < b->q.n) {
 		if (stats_now_us() >= deadline)
 			return false;
-		r = &b->rows[b->next++];
+		r = &b->q.t[b->next++];
 		if (r->dup)
 			continue;
 		task = task_new(r->row.id, r->seq, r->row.prio, r->row.workflow,
@@ -413,17 +382,16 @@ sched_batch_step(void *arg, uint64_t deadline)
 		stats_task_submitted();
 		sched_kick();
 	}
-	b->done(b, b->error, b->arg);	/* may free b */
+	b->done(b, b->q.error, b->arg);	/* may free b */
 	return true;
 }
 
 static void
-sched_batch_done(int error, void *arg)
+sched_batch_done(struct queue_batch *q, void *arg)
 {
 	struct sched_batch *b = arg;
 
 	b->committing = false;
-	b->error = error;
 	sched_slice_add(sched_batch_step, b);
 }
 
@@ -434,34 +402,67 @@ sched_batch_commit(struct sched_batch *b, void (*done)(struct sched_batch *, int
 	b->done = done;
 	b->arg = arg;
 	b->committing = true;
-	b->job.run = sched_batch_run;
-	b->job.done = sched_batch_done;
-	b->job.arg = b;
-	writer_submit(&b->job);
+	b->q.done = sched_batch_done;
+	b->q.arg = b;
+	queue->submit(&b->q);
 }
 
-int
-sched_restore(const struct store_row *row)
+/* Queue a task read back from a queue backend; payload (stolen) may be NULL. */
+static int
+sched_requeue_row(const struct store_row *row, json_t *payload)
 {
 	struct task *task;
 	int error;
 
 	task = task_new(row->id, row->seq, row->prio, row->workflow, row->timeout_s,
 	    row->created_ms);
-	if (task == NULL)
+	if (task == NULL) {
+		json_decref(payload);
 		return -ENOMEM;
+	}
 	task->attempt = row->attempt;
 	task->gpu_memory_bytes = row->gpu_memory_bytes;
 	if ((task->owner = strdup(row->owner != NULL ? row->owner : "")) == NULL) {
+		json_decref(payload);
 		task_free(task);
 		return -ENOMEM;
 	}
 	if ((error = task_index_add(task)) < 0) {
+		json_decref(payload);
 		task_free(task);
 		return error;
 	}
+	if (payload != NULL) {
+		task->payload = payload;
+		task->payload_cached = SCHED_CACHE_OVERHEAD;
+		sched_ncached += task->payload_cached;
+	}
 	sched_enqueue(task);
 	return 0;
+}
+
+int
+sched_restore(const struct store_row *row)
+{
+	return sched_requeue_row(row, NULL);
+}
+
+int
+sched_adopt(const struct store_row *row, json_t *payload)
+{
+	struct task *task;
+	int error = sched_requeue_row(row, payload);
+
+	if (error == 0) {
+		/* The claim stored it running, this attempt counted: it starts as it is popped. */
+		if ((task = task_index_find(row->id)) != NULL) {
+			task->marked = true;
+			task->attempt = row->attempt - 1;	/* sched_prepare counts it */
+		}
+		stats_task_submitted();
+		sched_kick();
+	}
+	return error;
 }
 
 json_t *
@@ -520,7 +521,7 @@ sched_prepare(struct task *task, char **ret_cause)
 			*ret_cause = NULL;
 		return -ENOENT;
 	}
-	if ((error = store_get_payload(kgymd_store, task->id, &payload)) < 0) {
+	if ((error = queue->get_payload(task->id, &payload)) < 0) {
 		*ret_cause = strdup("the task store could not read the task's payload");
 		return error;
 	}
@@ -588,46 +589,16 @@ sched_pop(void)
 }
 
 /*
- * The tasks of one dispatch pass, marked running by the writer in one job.
- * A task starts only once its running mark is committed, so its attempt
- * counts across a crash.  The job names tasks by id, and the loop looks
- * each up again when it comes back: a task may have been cancelled (and
- * freed), or requeued at shutdown, meanwhile.
+ * The tasks of one dispatch pass are marked running by the queue backend
+ * in one job.  A task starts only once its running mark is committed, so
+ * its attempt counts across a crash.  The marks name tasks by id, and the
+ * loop looks each up again when they come back: a task may have been
+ * cancelled (and freed), or requeued at shutdown, meanwhile.
  */
-struct sched_starting {
-	struct writer_job job;
-	int64_t now_ms;
-	int error;			/* the writer's */
-	size_t n, next;
-	struct {
-		char id[KGYM_TASK_ID_MAX + 1];
-		int attempt;
-		int error;
-	} t[];
-};
-
-static int
-sched_starting_run(struct store *store, void *arg)
-{
-	struct sched_starting *st = arg;
-	size_t i;
-	int error;
-
-	for (i = 0; i < st->n; i++) {
-		error = store_mark_running(store, st->t[i].id, st->t[i].attempt, st->now_ms,
-		    NULL);
-		/* Gone or terminal in the store: that task fails, the others go on. */
-		if (error < 0 && error != -ENOENT && error != -EALREADY)
-			return error;
-		st->t[i].error = error;
-	}
-	return 0;
-}
-
 static bool
 sched_starting_step(void *arg, uint64_t deadline)
 {
-	struct sched_starting *st = arg;
+	struct queue_marks *st = arg;
 	struct task *task;
 	size_t i;
 
@@ -651,16 +622,13 @@ sched_starting_step(void *arg, uint64_t deadline)
 		}
 		sched_start(task);
 	}
-	free(st);
+	queue_marks_free(st);
 	return true;
 }
 
 static void
-sched_starting_done(int error, void *arg)
+sched_starting_done(struct queue_marks *st, void *arg)
 {
-	struct sched_starting *st = arg;
-
-	st->error = error;
 	sched_slice_add(sched_starting_step, st);
 }
 
@@ -672,7 +640,7 @@ sched_starting_done(int error, void *arg)
 static void
 sched_dispatch(evutil_socket_t fd, short what, void *arg)
 {
-	struct sched_starting *st;
+	struct queue_marks *st;
 	struct task *task;
 	uint64_t t0 = stats_now_us();
 	size_t room, n = 0;
@@ -680,12 +648,17 @@ sched_dispatch(evutil_socket_t fd, short what, void *arg)
 
 	if (sched_is_paused)
 		return;
+	/* A shared queue: ask for what this node has room for beyond its own queue. */
+	if (queue->claim != NULL &&
+	    sched_nrunning + sched_nqueued < (size_t)kgymd_config->max_running_tasks)
+		queue->claim((size_t)kgymd_config->max_running_tasks - sched_nrunning -
+		    sched_nqueued);
 	if (sched_nrunning >= (size_t)kgymd_config->max_running_tasks || sched_nqueued == 0)
 		return;
 	room = (size_t)kgymd_config->max_running_tasks - sched_nrunning;
 	if (room > sched_nqueued)
 		room = sched_nqueued;
-	if ((st = calloc(1, sizeof *st + room * sizeof st->t[0])) == NULL) {
+	if ((st = queue_marks_new(room)) == NULL) {
 		log_errorx("sched: out of memory in a dispatch pass");
 		evtimer_add(sched_turn_ev, &(struct timeval){ .tv_sec = 1 });
 		return;
@@ -702,6 +675,9 @@ sched_dispatch(evutil_socket_t fd, short what, void *arg)
 			sched_fail(task, TASK_FAILED, "SYSTEM_ERROR", "%s",
 			    cause != NULL ? cause : "cannot start the task");
 			free(cause);
+		} else if (task->marked) {
+			task->marked = false;
+			sched_start(task);	/* its claim is its running mark */
 		} else {
 			task->starting = true;
 			snprintf(st->t[n].id, sizeof st->t[n].id, "%s", task->id);
@@ -712,14 +688,12 @@ sched_dispatch(evutil_socket_t fd, short what, void *arg)
 			break;
 	}
 	if (n == 0) {
-		free(st);
+		queue_marks_free(st);
 	} else {
 		st->n = n;
 		st->now_ms = stats_wall_ms();
-		st->job.run = sched_starting_run;
-		st->job.done = sched_starting_done;
-		st->job.arg = st;
-		writer_submit(&st->job);
+		st->done = sched_starting_done;
+		queue->mark_running(st);
 	}
 	if (!sched_is_paused && sched_nqueued > 0 &&
 	    sched_nrunning < (size_t)kgymd_config->max_running_tasks)
@@ -766,6 +740,8 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 		    (name = pool_gpu_name(task->gpu)) != NULL)
 			json_object_set_new(meta, "gpu", json_string(name));
 	}
+	if (queue_node != NULL)
+		json_object_set_new(meta, "node", json_string(queue_node));
 
 	if (task->state == TASK_RUNNING) {
 		TAILQ_REMOVE(&sched_running_list, task, entry);
@@ -796,56 +772,12 @@ sched_end(struct task *task, enum task_state state, json_t *result)
 
 /*
  * Group commit: every task that ended since the last flush is written by
- * the writer in one job, and only then are its waiters told.  A client
- * never hears of a result that a crash could take back, and a burst of
- * short tasks costs one commit instead of one each.  One flush job is out
- * at a time; what ends meanwhile waits for the next.
+ * the queue backend in one job, and only then are its waiters told.  A
+ * client never hears of a result that a crash could take back, and a burst
+ * of short tasks costs one commit instead of one each.  A shared queue
+ * may answer that another node's result stands (the task was reclaimed
+ * from us, or cancelled): the waiters hear that one.
  */
-struct sched_ending {
-	struct writer_job job;
-	int64_t now_ms;
-	size_t n, next;
-	struct {
-		struct task *task;	/* finished: nothing frees it but this job's end */
-		char id[KGYM_TASK_ID_MAX + 1];
-		enum task_state state;
-		char *code, *message, *text;
-	} t[];
-};
-
-static void
-sched_ending_free(struct sched_ending *en)
-{
-	size_t i;
-
-	for (i = 0; i < en->n; i++) {
-		free(en->t[i].code);
-		free(en->t[i].message);
-		free(en->t[i].text);
-	}
-	free(en);
-}
-
-static int
-sched_ending_run(struct store *store, void *arg)
-{
-	struct sched_ending *en = arg;
-	size_t i;
-	int error;
-
-	for (i = 0; i < en->n; i++) {
-		error = store_mark_done(store, en->t[i].id, en->t[i].state, en->t[i].code,
-		    en->t[i].message, en->t[i].text, en->now_ms);
-		/* Gone or already terminal in the store: nothing left to record. */
-		if (error < 0 && error != -ENOENT && error != -EALREADY) {
-			log_errorx("task %s: the store could not record its end: %s",
-			    en->t[i].id, strerror(-error));
-			return error;
-		}
-	}
-	return 0;
-}
-
 /*
  * A burst of tasks leaves freed memory in malloc's arenas (the loop's and
  * the parser's and writer's threads'); once the daemon is quiet again it
@@ -888,42 +820,48 @@ sched_trim_if_quiet(void)
 static bool
 sched_ending_step(void *arg, uint64_t deadline)
 {
-	struct sched_ending *en = arg;
+	struct queue_marks *en = arg;
+	struct queue_mark *t;
 	struct task *task;
 
 	while (en->next < en->n) {
 		if (stats_now_us() >= deadline)
 			return false;
-		task = en->t[en->next++].task;
+		t = &en->t[en->next++];
+		task = t->task;
+		if (t->lost && t->canon != NULL) {
+			json_decref(task->result);
+			task->result = json_incref(t->canon);
+			task->state = t->state;
+		}
 		task_index_remove(task);
 		wait_task_done(task->id, task->state, task->result);
 		task_free(task);
 		sched_ended_since_trim++;
 	}
-	sched_ending_free(en);
+	queue_marks_free(en);
 	if (TAILQ_EMPTY(&sched_finishing))
 		sched_trim_if_quiet();
 	return true;
 }
 
 static void
-sched_ending_done(int error, void *arg)
+sched_ending_done(struct queue_marks *en, void *arg)
 {
-	struct sched_ending *en = arg;
 	size_t i;
 
-	if (error < 0) {
+	if (en->error < 0) {
 		/*
 		 * Nobody hears of a result the store does not hold: keep the
 		 * tasks, first in line, and try again in a second (a full disk
 		 * may be freed).
 		 */
 		log_errorx("sched: the store could not commit finished tasks: %s",
-		    strerror(-error));
+		    strerror(-en->error));
 		for (i = en->n; i > 0; i--)
 			TAILQ_INSERT_HEAD(&sched_finishing, en->t[i - 1].task, entry);
 		sched_nfinishing += en->n;
-		sched_ending_free(en);
+		queue_marks_free(en);
 		evtimer_add(sched_flush_retry_ev, &(struct timeval){ .tv_sec = 1 });
 		return;
 	}
@@ -939,7 +877,7 @@ sched_strdup_or_null(const char *s)
 static void
 sched_flush(evutil_socket_t fd, short what, void *arg)
 {
-	struct sched_ending *en;
+	struct queue_marks *en;
 	struct task *task;
 	uint64_t t0 = stats_now_us();
 	size_t n, i = 0;
@@ -948,7 +886,7 @@ sched_flush(evutil_socket_t fd, short what, void *arg)
 		return;
 	n = sched_nfinishing < SCHED_FLUSH_MAX || arg != NULL ? sched_nfinishing :
 	    SCHED_FLUSH_MAX;
-	if ((en = calloc(1, sizeof *en + n * sizeof en->t[0])) == NULL) {
+	if ((en = queue_marks_new(n)) == NULL) {
 		evtimer_add(sched_flush_retry_ev, &(struct timeval){ .tv_sec = 1 });
 		return;
 	}
@@ -966,13 +904,12 @@ sched_flush(evutil_socket_t fd, short what, void *arg)
 		en->t[i].message = sched_strdup_or_null(json_string_value(
 		    json_object_get(task->result, "error_message")));
 		en->t[i].text = json_dumps(task->result, JSON_COMPACT);
+		en->t[i].attempt = task->attempt;
 		en->n = ++i;
 	}
 	en->now_ms = stats_wall_ms();
-	en->job.run = sched_ending_run;
-	en->job.done = sched_ending_done;
-	en->job.arg = en;
-	writer_submit(&en->job);
+	en->done = sched_ending_done;
+	queue->mark_done(en);
 	if (!TAILQ_EMPTY(&sched_finishing) && sched_flush_more_ev != NULL)
 		evtimer_add(sched_flush_more_ev, &sched_next_turn);
 }
@@ -1026,7 +963,7 @@ sched_cancel(const char *id, enum task_state *ret_state)
 	int error;
 
 	if ((task = task_index_find(id)) == NULL) {
-		if ((error = store_get(kgymd_store, id, &row)) < 0)
+		if ((error = queue->get(id, &row)) < 0)
 			return error;
 		*ret_state = row->state;
 		store_row_free(row);
@@ -1081,7 +1018,7 @@ sched_requeue_running(void)
 		if (task->wf != NULL && !task->starting)
 			task->wf->p->cancel((struct kgym_task *)task);
 		pool_task_gone(task);
-		if (store_mark_queued(kgymd_store, task->id) < 0)
+		if (queue->mark_queued(task->id) < 0)
 			log_errorx("task %s: could not requeue in the store; a restart "
 			    "retries it", task->id);
 		if (task->plugin_timer != NULL)
@@ -1095,4 +1032,17 @@ sched_requeue_running(void)
 		sched_enqueue(task);
 		log_info("task %s: requeued for the next start", task->id);
 	}
+}
+
+void
+sched_ended_elsewhere(const char *id)
+{
+	struct task *task = task_index_find(id);
+
+	if (task == NULL || task->finished)
+		return;
+	/* The shared queue's result stands; ending it here fetches that result. */
+	if (task->state == TASK_RUNNING && task->wf != NULL && !task->starting)
+		task->wf->p->cancel((struct kgym_task *)task);
+	sched_fail(task, TASK_CANCELLED, "CANCELLED", "the task ended on another node");
 }

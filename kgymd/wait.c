@@ -19,7 +19,7 @@
 
 #include <event2/event.h>
 
-#include "kgymd.h"
+#include "queue.h"
 
 struct waiter;
 
@@ -184,15 +184,31 @@ waiter_send_event(struct waiter *wt, const char *id, enum task_state state, json
 	json_decref(ev);
 }
 
-/* Answer an id that is already terminal (or unknown) from the store. */
+static void
+wait_looked_up(int error, const struct store_row *row, void *arg)
+{
+	wait_task_answer(arg, error, row);
+	free(arg);
+}
+
+/*
+ * Answer an id that is already terminal (or unknown) from the store.  A
+ * shared queue knows of tasks this node's store does not: those are
+ * looked up there, and waited for meanwhile.
+ */
 static bool
-waiter_answer_from_store(struct waiter *wt, struct watch *w)
+waiter_answer_from_store(struct waiter *wt, struct watch *w, bool *ret_ask)
 {
 	struct store_row *row = NULL;
 	json_t *result;
+	int error = queue->get(w->id, &row);
 
-	if (store_get(kgymd_store, w->id, &row) < 0 ||
-	    !peer_may_see(wt->peer, row->owner)) {
+	if (queue->lookup != NULL && (error < 0 || !proto_state_terminal(row->state))) {
+		store_row_free(row);
+		*ret_ask = true;
+		return false;
+	}
+	if (error < 0 || !peer_may_see(wt->peer, row->owner)) {
 		/* Unknown, or another client's: the same answer. */
 		store_row_free(row);
 		json_array_append_new(wt->not_found, json_string(w->id));
@@ -219,6 +235,8 @@ wait_add(struct peer *peer, json_t *req_id, const char **ids, size_t nids,
 	struct waiter *wt;
 	struct task *live;
 	struct timeval tv;
+	bool ask;
+	char *copy;
 	size_t i;
 
 	/* A client that has closed its socket hears nothing: no waiter. */
@@ -250,7 +268,8 @@ wait_add(struct peer *peer, json_t *req_id, const char **ids, size_t nids,
 			w->done = true;
 			continue;
 		}
-		if (live == NULL && waiter_answer_from_store(wt, w))
+		ask = false;
+		if (live == NULL && waiter_answer_from_store(wt, w, &ask))
 			continue;
 		if (watch_is_duplicate(wt, w->id)) {
 			w->done = true;
@@ -262,6 +281,9 @@ wait_add(struct peer *peer, json_t *req_id, const char **ids, size_t nids,
 			goto oom;
 		}
 		wt->pending++;
+		/* Watched first: an end announced after the lookup still finds us. */
+		if (ask && (copy = strdup(w->id)) != NULL)
+			queue->lookup(copy, true, wait_looked_up, copy);
 	}
 	if (wt->pending == 0) {
 		waiter_final(wt);
@@ -295,6 +317,73 @@ wait_task_done(const char *id, enum task_state state, json_t *result)
 		w->done = true;
 		wt = w->waiter;
 		waiter_send_event(wt, id, state, result);
+		if (--wt->pending == 0)
+			waiter_final(wt);
+	}
+	watch_node_release(node);
+}
+
+static void (*wait_walk_cb)(const char *id);
+
+static void
+wait_walk_node(const void *n, VISIT which, int depth)
+{
+	if (which == postorder || which == leaf)
+		wait_walk_cb((*(struct watch_node *const *)n)->id);
+}
+
+void
+wait_foreach_watched(void (*cb)(const char *id))
+{
+	wait_walk_cb = cb;
+	twalk(watch_root, wait_walk_node);
+	wait_walk_cb = NULL;
+}
+
+bool
+wait_watched(const char *id)
+{
+	return watch_node_find(id) != NULL;
+}
+
+void
+wait_task_answer(const char *id, int error, const struct store_row *row)
+{
+	struct watch_node *node;
+	struct watch *w, *next;
+	struct waiter *wt;
+	json_t *result;
+
+	if ((node = watch_node_find(id)) == NULL)
+		return;
+	if (error == 0 && proto_state_terminal(row->state)) {
+		result = row->result != NULL ? json_loads(row->result, 0, NULL) : NULL;
+		/* Those who may not see it hear not_found, below. */
+		for (w = LIST_FIRST(&node->watches); w != NULL; w = next) {
+			next = LIST_NEXT(w, by_task);
+			if (peer_may_see(w->waiter->peer, row->owner))
+				continue;
+			LIST_REMOVE(w, by_task);
+			w->done = true;
+			wt = w->waiter;
+			json_array_append_new(wt->not_found, json_string(id));
+			if (--wt->pending == 0)
+				waiter_final(wt);
+		}
+		if (!LIST_EMPTY(&node->watches))
+			wait_task_done(id, row->state, result);
+		else
+			watch_node_release(node);
+		json_decref(result);
+		return;
+	}
+	if (error != -ENOENT)
+		return;		/* still running somewhere, or Redis is away: keep waiting */
+	while ((w = LIST_FIRST(&node->watches)) != NULL) {
+		LIST_REMOVE(w, by_task);
+		w->done = true;
+		wt = w->waiter;
+		json_array_append_new(wt->not_found, json_string(id));
 		if (--wt->pending == 0)
 			waiter_final(wt);
 	}

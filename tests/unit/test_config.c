@@ -500,11 +500,11 @@ test_structure_errors(void **state)
 	expect_error("[sandbox]\ngpus = all\n",
 	    ":2: unknown key \"gpus\" in [sandbox]");
 	expect_error("[kgymd]\n[sandboxes]\nenabled = yes\n",
-	    ":2: unknown section [sandboxes] (expected [kgymd], [workers], [sandbox] or "
+	    ":2: unknown section [sandboxes] (expected [kgymd], [workers], [sandbox], [cluster] or "
 	    "[plugin.NAME])");
 	/* inih reports no keyless section; kgymd still refuses the name. */
 	expect_error("[kgymd]\n[Kgymd]\n[sandbox]\n",
-	    ":2: unknown section [Kgymd] (expected [kgymd], [workers], [sandbox] or "
+	    ":2: unknown section [Kgymd] (expected [kgymd], [workers], [sandbox], [cluster] or "
 	    "[plugin.NAME])");
 	expect_error("[plugin.Nv-rtc]\n",
 	    ":1: bad section name [plugin.Nv-rtc]: a plugin name is 1 to 63 "
@@ -1011,6 +1011,73 @@ test_reload(void **state)
 	config_free(cur);
 }
 
+/* [cluster]: single node by default; each key checked, errors name what was expected. */
+static void
+test_cluster(void **state)
+{
+	struct cluster_addr a;
+	struct config *c;
+	char *reason = NULL;
+
+	(void)state;
+	c = load_ok("[kgymd]\n");
+	assert_string_equal(c->cluster_redis, "");
+	assert_string_equal(c->cluster_node_id, "");
+	assert_int_equal(c->cluster_lease_s, 30);
+	assert_int_equal(c->cluster_max_attempts, 3);
+	assert_int_equal(c->cluster_result_ttl_s, 86400);
+	assert_string_equal(c->cluster_password_file, "");
+	config_free(c);
+
+	c = load_ok("[cluster]\nredis = redis://127.0.0.1:6380/2\nnode_id = gpu-a.1\n"
+	    "lease = 2m\nmax_attempts = 5\nresult_ttl = 2h\npassword_file = /etc/kgym/redis.pw\n");
+	assert_string_equal(c->cluster_redis, "redis://127.0.0.1:6380/2");
+	assert_string_equal(c->cluster_node_id, "gpu-a.1");
+	assert_int_equal(c->cluster_lease_s, 120);
+	assert_int_equal(c->cluster_max_attempts, 5);
+	assert_int_equal(c->cluster_result_ttl_s, 7200);
+	assert_string_equal(c->cluster_password_file, "/etc/kgym/redis.pw");
+	config_free(c);
+	c = load_ok("[cluster]\nredis = /run/redis/redis.sock\n");
+	assert_string_equal(c->cluster_redis, "/run/redis/redis.sock");
+	config_free(c);
+
+	assert_int_equal(cluster_url_parse("redis://[::1]:7000/3", &a, &reason), 0);
+	assert_string_equal(a.host, "::1");
+	assert_int_equal(a.port, 7000);
+	assert_int_equal(a.db, 3);
+	assert_int_equal(cluster_url_parse("redis://redis-host", &a, &reason), 0);
+	assert_string_equal(a.host, "redis-host");
+	assert_int_equal(a.port, 6379);
+	assert_int_equal(a.db, 0);
+	assert_int_equal(cluster_url_parse("/tmp/r.sock", &a, &reason), 0);
+	assert_string_equal(a.path, "/tmp/r.sock");
+	assert_string_equal(a.host, "");
+
+	expect_error("[cluster]\nredis = http://x\n",
+	    ":2: redis: expected redis://HOST[:PORT][/DB] or the absolute path of a Unix "
+	    "socket, got \"http://x\" (neither a redis:// URL nor a path)");
+	expect_error("[cluster]\nredis = redis://h:0\n",
+	    ":2: redis: expected redis://HOST[:PORT][/DB] or the absolute path of a Unix "
+	    "socket, got \"redis://h:0\" (the port must be 1 to 65535)");
+	expect_error("[cluster]\nredis = redis://h:6379/x\n",
+	    ":2: redis: expected redis://HOST[:PORT][/DB] or the absolute path of a Unix "
+	    "socket, got \"redis://h:6379/x\" (the database must be a number)");
+	expect_error("[cluster]\nredis = redis://:secret@h\n",
+	    ":2: redis: expected redis://HOST[:PORT][/DB] or the absolute path of a Unix "
+	    "socket, got \"redis://:secret@h\" (a password goes in password_file)");
+	expect_error("[cluster]\nnode_id = a b\n",
+	    ":2: node_id: expected 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-' "
+	    "(or nothing for the host name), got \"a b\"");
+	expect_error("[cluster]\nlease = 0\n",
+	    ":2: lease: expected a duration from 1s to 1h (seconds, or with suffix s, m, h "
+	    "or d), got \"0\"");
+	expect_error("[cluster]\nmax_attempts = 0\n",
+	    ":2: max_attempts: expected an integer from 1 to 100, got \"0\"");
+	expect_error("[cluster]\npassword_file = pw\n",
+	    ":2: password_file: expected an absolute path or none, got \"pw\"");
+}
+
 static void
 test_key_table(void **state)
 {
@@ -1021,7 +1088,8 @@ test_key_table(void **state)
 	for (n = 0; config_key_info(n, &a) == 0; n++) {
 		assert_true(strcmp(a.section, "kgymd") == 0 ||
 		    strcmp(a.section, "workers") == 0 ||
-		    strcmp(a.section, "sandbox") == 0);
+		    strcmp(a.section, "sandbox") == 0 ||
+		    strcmp(a.section, "cluster") == 0);
 		assert_non_null(a.default_value);
 		assert_true(strlen(a.doc) > 0);
 	}
@@ -1214,6 +1282,7 @@ main(void)
 		cmocka_unit_test(test_own_uid_not_root),
 		cmocka_unit_test(test_reload),
 		cmocka_unit_test(test_key_table),
+		cmocka_unit_test(test_cluster),
 		cmocka_unit_test(test_shipped_conf_lists_every_key),
 		cmocka_unit_test(test_shipped_conf_is_defaults),
 		cmocka_unit_test(test_shipped_conf_uncommented),
