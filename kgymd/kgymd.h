@@ -153,6 +153,18 @@ void	config_free(struct config *config);
 /* Value of key in [plugin.NAME], or NULL. */
 const char *config_plugin_get(const struct config *config, const char *plugin,
 	    const char *key);
+/*
+ * config_plugin.c: the [plugin.NAME] sections (config.c's parser fills
+ * them, a reload compares and copies them).
+ */
+bool	config_plugin_name_valid(const char *name, size_t len);
+void	config_plugins_free(struct config_plugin_section *plugins, size_t n);
+struct config_plugin_section *config_plugin_find(const struct config *config, const char *name);
+/* -EEXIST with the line of the first setting when the key is there. */
+int	config_plugin_add(struct config *config, const char *plugin, const char *key,
+	    const char *value, int line, int *ret_first);
+bool	config_plugins_equal(const struct config *a, const struct config *b);
+int	config_plugins_copy(struct config *dst, const struct config *src);
 bool	config_uid_allowed(const struct config *config, uid_t uid, gid_t gid);
 bool	config_uid_admin(const struct config *config, uid_t uid);
 /*
