@@ -33,6 +33,7 @@ struct evbuffer;
 #define KGYM_TASK_ID_MAX	128	/* bytes; [A-Za-z0-9._:-] */
 #define KGYM_NAME_MAX		64	/* workflow / plugin names */
 #define KGYM_OWNER_MAX		200	/* "uid:N" or "uid:N:identity" */
+#define KGYM_PRINCIPAL_MAX	64	/* an on_behalf_of name (ops.c) */
 #define PROTO_TIMEOUT_MIN_S	0.001	/* the shortest timeout_s a task may ask */
 
 /* ------------------------------------------------------------------ log.c */
@@ -108,6 +109,8 @@ struct config {
 	size_t nallow_gids;
 	uid_t *admin_uids;		/* peers allowed drain/shutdown */
 	size_t nadmin_uids;
+	uid_t *gateway_uids;		/* peers that may act on_behalf_of others */
+	size_t ngateway_uids;
 
 	/* [workers] */
 	char *worker_path;		/* the kgymd-worker program */
@@ -147,6 +150,8 @@ const char *config_plugin_get(const struct config *config, const char *plugin,
 	    const char *key);
 bool	config_uid_allowed(const struct config *config, uid_t uid, gid_t gid);
 bool	config_uid_admin(const struct config *config, uid_t uid);
+/* May this peer name an on_behalf_of principal (gateway_uids)? */
+bool	config_uid_gateway(const struct config *config, uid_t uid);
 /*
  * Copy the keys that SIGHUP may change from `next` into `cur`, and log each
  * key that differs but needs a restart.
@@ -182,10 +187,21 @@ struct proto_error {
 	char message[512];
 };
 
+/*
+ * Whom a request acts for: its connection's peer, or the principal that a
+ * gateway peer (gateway_uids) named with "on_behalf_of" (ops.c sets it).
+ */
+struct principal {
+	char owner[KGYM_OWNER_MAX + 1];	/* "uid:N" or "uid:N:NAME" */
+	bool admin;			/* sees every task */
+	bool gateway;			/* a gateway as itself: also sees "uid:N:*" */
+};
+
 struct request {
 	json_t *root;			/* owned */
 	json_t *id;			/* borrowed from root; NULL when absent */
 	enum proto_op op;
+	struct principal who;		/* set by ops_dispatch() */
 };
 
 enum task_prio { PRIO_HIGH = 0, PRIO_NORMAL = 1, PRIO_LOW = 2, PRIO__COUNT };
@@ -604,13 +620,14 @@ struct conn;
 struct waiter;
 
 /*
- * Register interest in `ids` for `conn`, answering request `req_id`.
+ * Register interest in `ids` for `conn`, answering request `req_id` made
+ * for `who` (copied: tasks `who` may not see are not_found).
  * Terminal tasks are answered at once.  timeout_ms < 0: no timeout.
  * The final reply always carries done and pending; `final_done` (op wait)
  * adds not_found, which a submit with wait cannot have.
  */
-int	wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
-	    int64_t timeout_ms, bool final_done);
+int	wait_add(struct conn *conn, const struct principal *who, json_t *req_id,
+	    const char **ids, size_t nids, int64_t timeout_ms, bool final_done);
 /* A task reached a terminal state: tell its waiters. */
 void	wait_task_done(const char *id, enum task_state state, json_t *result);
 /* The connection is going away. */
@@ -683,6 +700,8 @@ size_t	control_input_bytes(void);
  * ops.c calls control_resume() once the reply is sent.
  */
 int	ops_dispatch(struct conn *conn, struct request *req);
+/* May `who` see (wait for, cancel) a task of `owner`? */
+bool	ops_may_see(const struct principal *who, const char *owner);
 /* The connection is going away: abandon its request in progress. */
 void	ops_pending_free(struct conn *conn);
 

@@ -38,6 +38,7 @@ struct watch_node {
 
 struct waiter {
 	struct conn *conn;
+	struct principal who;		/* whom the request acts for */
 	json_t *req_id;
 	struct watch *watches;
 	size_t nwatches;
@@ -191,7 +192,7 @@ waiter_answer_from_store(struct waiter *wt, struct watch *w)
 	json_t *result;
 
 	if (store_get(kgymd_store, w->id, &row) < 0 ||
-	    !control_may_see(wt->conn, row->owner)) {
+	    !ops_may_see(&wt->who, row->owner)) {
 		/* Unknown, or another client's: the same answer. */
 		store_row_free(row);
 		json_array_append_new(wt->not_found, json_string(w->id));
@@ -212,8 +213,8 @@ waiter_answer_from_store(struct waiter *wt, struct watch *w)
 }
 
 int
-wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
-    int64_t timeout_ms, bool final_done)
+wait_add(struct conn *conn, const struct principal *who, json_t *req_id,
+    const char **ids, size_t nids, int64_t timeout_ms, bool final_done)
 {
 	struct waiter *wt;
 	struct task *live;
@@ -230,6 +231,7 @@ wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
 		return -ENOMEM;
 	}
 	wt->conn = conn;
+	wt->who = *who;
 	wt->req_id = req_id != NULL ? json_incref(req_id) : json_null();
 	wt->not_found = json_array();
 	wt->final_done = final_done;
@@ -244,7 +246,7 @@ wait_add(struct conn *conn, json_t *req_id, const char **ids, size_t nids,
 		if ((w->id = strdup(ids[i])) == NULL)
 			goto oom;
 		live = task_index_find(w->id);
-		if (live != NULL && !control_may_see(conn, live->owner)) {
+		if (live != NULL && !ops_may_see(who, live->owner)) {
 			json_array_append_new(wt->not_found, json_string(w->id));
 			w->done = true;
 			continue;
