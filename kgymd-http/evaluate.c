@@ -165,6 +165,7 @@ evaluate_batch_cb(const json_t *msg, bool last, void *arg)
 				continue;
 			one = shape_evaluation(id, state, json_object_get(msg, "result"),
 			    st->submitted_ms, shape_now_ms());
+			metrics_task(gw_req_age_ms(r));
 			json_array_set_new(st->results, i, one);
 			st->remaining--;
 		}

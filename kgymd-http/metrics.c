@@ -74,8 +74,12 @@ histogram_print(FILE *fp, const char *name, const char *labels, const struct his
 	}
 	fprintf(fp, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, *labels ? "," : "",
 	    (unsigned long long)h->count);
-	fprintf(fp, "%s_sum{%s} %.6f\n%s_count{%s} %llu\n", name, labels, h->sum, name, labels,
-	    (unsigned long long)h->count);
+	if (*labels != '\0')
+		fprintf(fp, "%s_sum{%s} %.6f\n%s_count{%s} %llu\n", name, labels, h->sum, name,
+		    labels, (unsigned long long)h->count);
+	else
+		fprintf(fp, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name,
+		    (unsigned long long)h->count);
 }
 
 void

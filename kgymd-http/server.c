@@ -233,17 +233,29 @@ gw_reply_unavailable(struct gw_req *r)
 	gw_reply_error(r, 503, "SERVICE_UNAVAILABLE", NULL, NULL, "%s; retry later", up_why_down());
 }
 
-/* The first "field 'NAME'" of a kgymd message, after prefix. */
+/*
+ * The field a kgymd message names, after prefix: "field 'NAME'" (kgymd's
+ * own checks), or a plugin's "'NAME': ..." or "NAME: ..." at its start.
+ */
 static void
 gw_field_of(const char *message, const char *prefix, char *field, size_t size)
 {
+	static const char ident[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.[]";
 	const char *s = strstr(message, "field '"), *e;
+	size_t n;
 
 	field[0] = '\0';
-	if (s == NULL)
+	if (s != NULL) {
+		s += 7;
+	} else if (message[0] == '\'') {
+		s = message + 1;
+	} else if ((n = strspn(message, ident)) > 0 && message[n] == ':') {
+		snprintf(field, size, "%s%.*s", prefix != NULL ? prefix : "", (int)n, message);
 		return;
-	s += 7;
-	if ((e = strchr(s, '\'')) == NULL)
+	} else {
+		return;
+	}
+	if ((e = strchr(s, '\'')) == NULL || e == s || strspn(s, ident) != (size_t)(e - s))
 		return;
 	snprintf(field, size, "%s%.*s", prefix != NULL ? prefix : "", (int)(e - s), s);
 }

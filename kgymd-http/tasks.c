@@ -130,6 +130,13 @@ tasks_results_status_cb(const json_t *msg, bool last, void *arg)
 		/* Not ended: its status, no result fields. */
 		out = json_pack("{s:s, s:s, s:o}", "task_id", gw_req_arg(r), "status",
 		    shape_status(state), "submitted_at", tasks_time(msg, "created_ms"));
+		/* A WorkflowResponse has its fields, null until the end. */
+		if (st->workflow_form) {
+			json_object_set_new(out, "result", json_null());
+			json_object_set_new(out, "error_message", json_null());
+			json_object_set_new(out, "error_code", json_null());
+			json_object_set_new(out, "completed_at", json_null());
+		}
 		gw_reply_json(r, 200, out);
 		json_decref(out);
 		return;
