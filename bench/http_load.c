@@ -1,5 +1,5 @@
 /*
- * http_load.c -- load generator for bench/http.py: many synchronous
+ * http_load.c -- load generator for bench/http_gateway.py: many synchronous
  * evaluations at once, through kgymd-http or straight to kgymd's socket.
  *
  *   bench/http_load -m http -a HOST:PORT -n N -c C [-p PREFIX] [-t TOKEN]
