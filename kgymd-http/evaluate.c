@@ -102,7 +102,7 @@ evaluate_one(struct gw_req *r)
 	    json_string_value(json_object_get(task, "task_id")));
 	st->submitted_ms = shape_now_ms();
 	if (gw_call(r, json_pack("{s:s, s:o, s:b}", "op", "submit", "task", task, "wait", 1),
-	    evaluate_one_cb, NULL) < 0)
+	    evaluate_one_cb) < 0)
 		gw_reply_unavailable(r);
 }
 
@@ -225,7 +225,7 @@ evaluate_batch(struct gw_req *r)
 	st->remaining = n;
 	st->submitted_ms = shape_now_ms();
 	if (gw_call(r, json_pack("{s:s, s:o, s:b}", "op", "submit", "tasks", list, "wait", 1),
-	    evaluate_batch_cb, NULL) < 0) {
+	    evaluate_batch_cb) < 0) {
 		batch_state_clear(st);
 		gw_reply_unavailable(r);
 	}
@@ -264,7 +264,7 @@ workflow_submit(struct gw_req *r)
 		return;
 	if ((task = shape_task(body, true, "", &err)) == NULL)
 		return gw_reply_error(r, 400, "VALIDATION_ERROR", err.field, NULL, "%s", err.message);
-	if (gw_call(r, json_pack("{s:s, s:o}", "op", "submit", "task", task), workflow_submit_cb,
-	    NULL) < 0)
+	if (gw_call(r, json_pack("{s:s, s:o}", "op", "submit", "task", task),
+	    workflow_submit_cb) < 0)
 		gw_reply_unavailable(r);
 }

@@ -90,9 +90,7 @@ bool	up_is_gateway(void);
  * not NULL).  A request that waits (op wait, submit with wait) ends with
  * its "done" reply.  -ENOTCONN when kgymd is not there (cb not called).
  */
-int	up_call(json_t *req, const char *as, up_cb cb, void *arg, struct up_call **ret_call);
-/* The caller is gone: drop the rest of this call's lines, tell no one. */
-void	up_detach(struct up_call *call);
+int	up_call(json_t *req, const char *as, up_cb cb, void *arg);
 size_t	up_calls_in_flight(void);
 
 /* -------------------------------------------------------------- server.c */
@@ -132,7 +130,7 @@ const char *gw_req_arg(const struct gw_req *r);
 /* Milliseconds since the request arrived. */
 double	gw_req_age_ms(const struct gw_req *r);
 /* A call for this request: its HTTP side keeps nothing when the client goes. */
-int	gw_call(struct gw_req *r, json_t *req, up_cb cb, struct up_call **ret_call);
+int	gw_call(struct gw_req *r, json_t *req, up_cb cb);
 
 /* ------------------------------------------------------------- shape.c */
 /* KernelGYM's request and response shapes, to and from kgymd's. */

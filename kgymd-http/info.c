@@ -45,7 +45,7 @@ info_health_cb(const json_t *msg, bool last, void *arg)
 void
 info_health(struct gw_req *r)
 {
-	if (!up_ready() || gw_call(r, json_pack("{s:s}", "op", "health"), info_health_cb, NULL) < 0)
+	if (!up_ready() || gw_call(r, json_pack("{s:s}", "op", "health"), info_health_cb) < 0)
 		info_health_cb(NULL, true, r);
 }
 
@@ -71,7 +71,7 @@ info_workers_cb(const json_t *msg, bool last, void *arg)
 void
 info_workers(struct gw_req *r)
 {
-	if (gw_call(r, json_pack("{s:s}", "op", "workers"), info_workers_cb, NULL) < 0)
+	if (gw_call(r, json_pack("{s:s}", "op", "workers"), info_workers_cb) < 0)
 		gw_reply_unavailable(r);
 }
 
@@ -113,7 +113,7 @@ info_queue_cb(const json_t *msg, bool last, void *arg)
 void
 info_queue(struct gw_req *r)
 {
-	if (gw_call(r, json_pack("{s:s}", "op", "stats"), info_queue_cb, NULL) < 0)
+	if (gw_call(r, json_pack("{s:s}", "op", "stats"), info_queue_cb) < 0)
 		gw_reply_unavailable(r);
 }
 
@@ -145,6 +145,6 @@ info_root_cb(const json_t *msg, bool last, void *arg)
 void
 info_root(struct gw_req *r)
 {
-	if (!up_ready() || gw_call(r, json_pack("{s:s}", "op", "stats"), info_root_cb, NULL) < 0)
+	if (!up_ready() || gw_call(r, json_pack("{s:s}", "op", "stats"), info_root_cb) < 0)
 		info_root_cb(NULL, true, r);
 }

@@ -295,9 +295,9 @@ metrics_get(struct gw_req *r)
 	if (sc == NULL || !up_ready())
 		return metrics_reply(r, NULL);
 	sc->pending = 2;
-	if (gw_call(r, json_pack("{s:s}", "op", "stats"), metrics_cb, NULL) < 0)
+	if (gw_call(r, json_pack("{s:s}", "op", "stats"), metrics_cb) < 0)
 		sc->pending--;
-	if (gw_call(r, json_pack("{s:s}", "op", "workers"), metrics_cb, NULL) < 0)
+	if (gw_call(r, json_pack("{s:s}", "op", "workers"), metrics_cb) < 0)
 		sc->pending--;
 	if (sc->pending == 0)
 		metrics_reply(r, sc);

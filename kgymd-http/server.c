@@ -317,7 +317,7 @@ gw_call_trampoline(const json_t *msg, bool last, void *arg)
 }
 
 int
-gw_call(struct gw_req *r, json_t *req, up_cb cb, struct up_call **ret_call)
+gw_call(struct gw_req *r, json_t *req, up_cb cb)
 {
 	struct gw_callrec *rec;
 	int rc;
@@ -328,7 +328,7 @@ gw_call(struct gw_req *r, json_t *req, up_cb cb, struct up_call **ret_call)
 	}
 	rec->r = r;
 	rec->cb = cb;
-	if ((rc = up_call(req, gw_req_as(r), gw_call_trampoline, rec, ret_call)) < 0) {
+	if ((rc = up_call(req, gw_req_as(r), gw_call_trampoline, rec)) < 0) {
 		free(rec);
 		return rc;
 	}
@@ -500,8 +500,14 @@ server_start(struct event_base *base, const struct gw_config *config, struct tok
 	evhttp_set_max_headers_size(srv.http, 64 * 1024);
 	evhttp_set_allowed_methods(srv.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
 	    EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
-	/* A client that sends nothing for this long is dropped; waits are not. */
-	evhttp_set_timeout(srv.http, 3600);
+	/*
+	 * An idle keep-alive connection, or a client that stops sending its
+	 * request, is dropped after this long; a request held for its task's
+	 * end is not (evhttp does not time out a request it has handed over).
+	 */
+	evhttp_set_timeout(srv.http, 120);
+	/* Read what is left of a refused body, so the client sees the 413. */
+	evhttp_set_flags(srv.http, EVHTTP_SERVER_LINGERING_CLOSE);
 	evhttp_set_gencb(srv.http, gw_dispatch, NULL);
 	handle = evhttp_bind_socket_with_handle(srv.http, config->listen_host,
 	    (ev_uint16_t)config->listen_port);

@@ -70,7 +70,7 @@ void
 tasks_status(struct gw_req *r)
 {
 	if (gw_call(r, json_pack("{s:s, s:s}", "op", "status", "task_id", gw_req_arg(r)),
-	    tasks_status_cb, NULL) < 0)
+	    tasks_status_cb) < 0)
 		gw_reply_unavailable(r);
 }
 
@@ -143,7 +143,7 @@ tasks_results_status_cb(const json_t *msg, bool last, void *arg)
 	}
 	st->status = json_deep_copy(msg);
 	if (gw_call(r, json_pack("{s:s, s:s}", "op", "result", "task_id", gw_req_arg(r)),
-	    tasks_result_cb, NULL) < 0) {
+	    tasks_result_cb) < 0) {
 		json_decref(st->status);
 		st->status = NULL;
 		gw_reply_unavailable(r);
@@ -159,7 +159,7 @@ tasks_results_common(struct gw_req *r, bool workflow_form)
 		return gw_reply_unavailable(r);
 	st->workflow_form = workflow_form;
 	if (gw_call(r, json_pack("{s:s, s:s}", "op", "status", "task_id", gw_req_arg(r)),
-	    tasks_results_status_cb, NULL) < 0)
+	    tasks_results_status_cb) < 0)
 		gw_reply_unavailable(r);
 }
 
@@ -196,6 +196,6 @@ void
 tasks_cancel(struct gw_req *r)
 {
 	if (gw_call(r, json_pack("{s:s, s:s}", "op", "cancel", "task_id", gw_req_arg(r)),
-	    tasks_cancel_cb, NULL) < 0)
+	    tasks_cancel_cb) < 0)
 		gw_reply_unavailable(r);
 }

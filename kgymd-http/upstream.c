@@ -41,7 +41,6 @@ struct up_call {
 	up_cb cb;
 	void *arg;
 	bool waits;			/* ends with a "done" reply */
-	bool detached;			/* the caller is gone */
 	LIST_ENTRY(up_call) entry;
 };
 
@@ -122,8 +121,7 @@ up_lost(const char *why)
 		while ((c = LIST_FIRST(&up.buckets[i])) != NULL) {
 			LIST_REMOVE(c, entry);
 			up.ncalls--;
-			if (!c->detached)
-				c->cb(NULL, true, c->arg);
+			c->cb(NULL, true, c->arg);
 			free(c);
 		}
 	}
@@ -179,8 +177,7 @@ up_line(const char *line, size_t len)
 	ok = json_object_get(msg, "ok");
 	last = json_is_false(ok) || (json_is_true(ok) &&
 	    (!c->waits || json_is_true(json_object_get(msg, "done"))));
-	if (!c->detached)
-		c->cb(msg, last, c->arg);
+	c->cb(msg, last, c->arg);
 	if (last)
 		up_call_end(c);
 	json_decref(msg);
@@ -312,7 +309,7 @@ up_calls_in_flight(void)
 }
 
 int
-up_call(json_t *req, const char *as, up_cb cb, void *arg, struct up_call **ret_call)
+up_call(json_t *req, const char *as, up_cb cb, void *arg)
 {
 	struct up_call *c;
 	const char *op;
@@ -350,14 +347,5 @@ up_call(json_t *req, const char *as, up_cb cb, void *arg, struct up_call **ret_c
 	}
 	LIST_INSERT_HEAD(up_bucket_of(c->id), c, entry);
 	up.ncalls++;
-	if (ret_call != NULL)
-		*ret_call = c;
 	return 0;
-}
-
-void
-up_detach(struct up_call *call)
-{
-	if (call != NULL)
-		call->detached = true;
 }
