@@ -2,11 +2,12 @@
  * evaluate.c -- the endpoints that submit: POST /evaluate (synchronous),
  * POST /evaluate/batch (concurrent) and POST /workflow/submit.
  *
- * A synchronous evaluation is one kgymd "submit" with "wait":true: the
- * reply says whether the task was accepted (or that its task_id already
- * existed, so the request attaches to that task and never re-runs it), and
- * the result event, when the task ends, becomes the HTTP response.  A
- * batch is one submit of all its tasks, which kgymd runs concurrently.
+ * A synchronous evaluation is a task in a kgymd "submit" with "wait":true
+ * (coalesce.c gathers those of one loop turn into one submit): the reply
+ * says whether the task was accepted (or that its task_id already existed,
+ * so the request attaches to that task and never re-runs it), and the
+ * result event, when the task ends, becomes the HTTP response.  A batch is
+ * one submit of all its tasks, which kgymd runs concurrently.
  * When kgymd goes away before the end the client gets a 503; retrying with
  * the same task_id attaches to the task, which kgymd kept.
  */
@@ -18,11 +19,6 @@
 #include "gateway.h"
 
 #define BATCH_MAX	100
-
-struct eval_state {
-	char task_id[GW_TASK_ID_MAX + 1];
-	int64_t submitted_ms;
-};
 
 struct batch_state {
 	json_t *ids;			/* task_id per index */
@@ -49,60 +45,19 @@ evaluate_rejected(struct gw_req *r, const json_t *msg, const char *task_id, bool
 	return true;
 }
 
-static void
-evaluate_one_cb(const json_t *msg, bool last, void *arg)
-{
-	struct gw_req *r = arg;
-	struct eval_state *st = gw_req_state(r, sizeof *st);
-	const json_t *result;
-	json_t *out;
-
-	if (msg == NULL) {
-		gw_reply_error(r, 503, "SERVICE_UNAVAILABLE", NULL, st->task_id,
-		    "kgymd went away before task '%s' ended; it is kept: retry with the same "
-		    "task_id to attach to it", st->task_id);
-		return;
-	}
-	if (json_is_false(json_object_get(msg, "ok"))) {
-		gw_reply_kgymd_error(r, msg, st->task_id, NULL);
-		return;
-	}
-	if (json_object_get(msg, "accepted") != NULL) {
-		evaluate_rejected(r, msg, st->task_id, false);
-		return;
-	}
-	if (json_is_string(json_object_get(msg, "event"))) {
-		result = json_object_get(msg, "result");
-		out = shape_evaluation(st->task_id, json_string_value(json_object_get(msg, "state")),
-		    result, st->submitted_ms, shape_now_ms());
-		metrics_task(gw_req_age_ms(r));
-		gw_reply_json(r, 200, out);
-		json_decref(out);
-		return;
-	}
-	if (last)
-		gw_reply_error(r, 503, "KGYMD_ERROR", NULL, st->task_id,
-		    "kgymd ended the wait without a result for task '%s'; retry", st->task_id);
-}
-
 void
 evaluate_one(struct gw_req *r)
 {
-	struct eval_state *st = gw_req_state(r, sizeof *st);
 	struct shape_error err;
 	json_t *body, *task;
+	char id[GW_TASK_ID_MAX + 1];
 
-	if (st == NULL)
-		return gw_reply_unavailable(r);
 	if ((body = gw_req_body(r)) == NULL)
 		return;
 	if ((task = shape_task(body, false, "", &err)) == NULL)
 		return gw_reply_error(r, 400, "VALIDATION_ERROR", err.field, NULL, "%s", err.message);
-	snprintf(st->task_id, sizeof st->task_id, "%s",
-	    json_string_value(json_object_get(task, "task_id")));
-	st->submitted_ms = shape_now_ms();
-	if (gw_call(r, json_pack("{s:s, s:o, s:b}", "op", "submit", "task", task, "wait", 1),
-	    evaluate_one_cb) < 0)
+	snprintf(id, sizeof id, "%s", json_string_value(json_object_get(task, "task_id")));
+	if (coalesce_submit(r, task, id, shape_now_ms()) < 0)
 		gw_reply_unavailable(r);
 }
 

@@ -131,6 +131,19 @@ const char *gw_req_arg(const struct gw_req *r);
 double	gw_req_age_ms(const struct gw_req *r);
 /* A call for this request: its HTTP side keeps nothing when the client goes. */
 int	gw_call(struct gw_req *r, json_t *req, up_cb cb);
+/* Keep the request past its answer until the matching release. */
+void	gw_req_hold(struct gw_req *r);
+void	gw_req_release(struct gw_req *r);
+
+/* ------------------------------------------------------------ coalesce.c */
+/* Synchronous /evaluate requests of one loop turn, one submit per principal. */
+int	coalesce_init(struct event_base *base);
+void	coalesce_free(void);
+/*
+ * Submit `task` (stolen) for `r` and answer `r` with its result (an
+ * EvaluationResponse) or its error; -ENOMEM without answering.
+ */
+int	coalesce_submit(struct gw_req *r, json_t *task, const char *task_id, int64_t submitted_ms);
 
 /* ------------------------------------------------------------- shape.c */
 /* KernelGYM's request and response shapes, to and from kgymd's. */

@@ -143,7 +143,7 @@ main(int argc, char **argv)
 		free(cause);
 		goto out;
 	}
-	if (up_init(base, config->socket) < 0) {
+	if (up_init(base, config->socket) < 0 || coalesce_init(base) < 0) {
 		gw_log("out of memory");
 		goto out;
 	}
@@ -164,6 +164,7 @@ out:
 	if (ev_int != NULL)
 		event_free(ev_int);
 	server_stop();
+	coalesce_free();
 	up_free();
 	if (base != NULL)
 		event_base_free(base);

@@ -302,6 +302,19 @@ gw_reply_kgymd_error(struct gw_req *r, const json_t *reply, const char *task_id,
 	}
 }
 
+void
+gw_req_hold(struct gw_req *r)
+{
+	r->calls++;
+}
+
+void
+gw_req_release(struct gw_req *r)
+{
+	r->calls--;
+	gw_req_maybe_free(r);
+}
+
 static void
 gw_call_trampoline(const json_t *msg, bool last, void *arg)
 {
@@ -311,8 +324,7 @@ gw_call_trampoline(const json_t *msg, bool last, void *arg)
 	rec->cb(msg, last, r);
 	if (last) {
 		free(rec);
-		r->calls--;
-		gw_req_maybe_free(r);
+		gw_req_release(r);
 	}
 }
 
@@ -332,7 +344,7 @@ gw_call(struct gw_req *r, json_t *req, up_cb cb)
 		free(rec);
 		return rc;
 	}
-	r->calls++;
+	gw_req_hold(r);
 	return 0;
 }
 
