@@ -14,10 +14,10 @@ control path) and kgymd-http on 127.0.0.1, then runs bench/http_load
 2. the same N evaluations straight on kgymd's socket (submit with
    "wait":true, CONCURRENCY in flight on one connection, as the gateway
    does), for comparison;
-3. added latency: LATENCY_N evaluations one at a time, through the gateway
-   and on the socket: the difference of the percentiles is what the
-   gateway adds to a request (at high concurrency latency is kgymd's
-   queueing, the same either way).
+3. added latency: LATENCY_N evaluations one at a time on each path, in
+   alternating rounds (so both see the same noise of a shared machine):
+   the difference of the percentiles is what the gateway adds to a request
+   (at high concurrency latency is kgymd's queueing).
 
 Prints a table: requests/s, none lost, the gateway's RSS (peak, VmHWM),
 p50/p99 latency each way and added.  Goals: >= 5,000 req/s and <= 1 ms p99
@@ -40,13 +40,32 @@ import httptest as h  # noqa: E402
 import kgymtest as k  # noqa: E402
 
 
-def load(mode, addr, n, c, prefix):
+def load(mode, addr, n, c, prefix, latencies=False):
     tool = os.path.join(k.builddir(), "bench", "http_load")
-    p = subprocess.run([tool, "-m", mode, "-a", addr, "-n", str(n), "-c", str(c), "-p", prefix],
-                       capture_output=True, text=True, timeout=3600)
+    p = subprocess.run([tool, "-m", mode, "-a", addr, "-n", str(n), "-c", str(c), "-p", prefix]
+                       + (["-L"] if latencies else []), capture_output=True, text=True, timeout=3600)
     if not p.stdout.strip():
         raise RuntimeError("http_load failed: %s" % p.stderr)
-    return json.loads(p.stdout)
+    lines = p.stdout.splitlines()
+    res = json.loads(lines[0])
+    if latencies:
+        res["latencies"] = json.loads(lines[1])
+    return res
+
+
+def interleaved(gw_addr, sock, n, rounds=10):
+    """One at a time, rounds alternating between the two paths, so that both
+    see the same noise of a shared machine; percentiles of all of them."""
+    lat = {"http": [], "socket": []}
+    for i in range(rounds):
+        for mode, addr in (("http", gw_addr), ("socket", sock)):
+            r = load(mode, addr, max(n // rounds, 1), 1, "lat-%s-%d" % (mode, i), latencies=True)
+            lat[mode] += r["latencies"]
+    out = {}
+    for mode, v in lat.items():
+        v.sort()
+        out[mode] = {"p50_ms": v[len(v) // 2], "p99_ms": v[int(len(v) * 0.99)], "n": len(v)}
+    return out["http"], out["socket"]
 
 
 def status_kb(pid, key):
@@ -89,8 +108,7 @@ def main():
         gw_cpu = cpu_s(gw.proc.pid) - cpu0
         hwm = status_kb(gw.proc.pid, "VmHWM")
         s = load("socket", d.socket, a.n, a.concurrency, "thr-s")
-        lh = load("http", addr, a.latency_n, 1, "lat-h")
-        ls = load("socket", d.socket, a.latency_n, 1, "lat-s")
+        lh, ls = interleaved(addr, d.socket, a.latency_n)
         gw.stop()
         d.stop()
     finally:

@@ -4,6 +4,7 @@
  *
  *   bench/http_load -m http -a HOST:PORT -n N -c C [-p PREFIX] [-t TOKEN]
  *   bench/http_load -m socket -a SOCKET -n N -c C [-p PREFIX]
+ *   (-L: a second line, every request's latency in ms, a JSON array)
  *
  * N evaluations of the selftest workflow's in-daemon "ok" task, C at a
  * time.  In http mode each of C keep-alive connections (libevent's evhttp
@@ -38,6 +39,7 @@
 struct load {
 	struct event_base *base;
 	const char *mode, *addr, *prefix, *token;
+	bool all_latencies;
 	char host[64];
 	int port;
 	long n, c, next, done, ok, errors;
@@ -276,8 +278,9 @@ main(int argc, char **argv)
 	long i, k = 0;
 	int ch, rc;
 
-	while ((ch = getopt(argc, argv, "m:a:n:c:p:t:")) != -1) {
+	while ((ch = getopt(argc, argv, "m:a:n:c:p:t:L")) != -1) {
 		switch (ch) {
+		case 'L': L.all_latencies = true; break;
 		case 'm': L.mode = optarg; break;
 		case 'a': L.addr = optarg; break;
 		case 'n': L.n = atol(optarg); break;
@@ -325,5 +328,10 @@ main(int argc, char **argv)
 	    "\"first_error\":\"%s\"}\n", L.mode, L.n, L.c, L.ok, L.errors, L.n - L.done, wall,
 	    wall > 0 ? (double)L.done / wall : 0.0, k ? sorted[k / 2] : 0.0,
 	    k ? sorted[(size_t)((double)k * 0.99)] : 0.0, k ? sorted[k - 1] : 0.0, L.first_error);
+	if (L.all_latencies) {
+		for (i = 0; i < k; i++)
+			printf("%s%.4f", i == 0 ? "[" : ",", sorted[i]);
+		printf("%s\n", k == 0 ? "[]" : "]");
+	}
 	return L.ok == L.n ? 0 : 1;
 }
