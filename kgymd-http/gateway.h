@@ -88,7 +88,8 @@ bool	up_is_gateway(void);
 /*
  * Send `req` (stolen; this adds v and id, and on_behalf_of when `as` is
  * not NULL).  A request that waits (op wait, submit with wait) ends with
- * its "done" reply.  -ENOTCONN when kgymd is not there (cb not called).
+ * its "done" reply.  -ENOTCONN when kgymd is not there, -EAGAIN when it
+ * has not read 64 MiB of requests yet (cb not called either way).
  */
 int	up_call(json_t *req, const char *as, up_cb cb, void *arg);
 size_t	up_calls_in_flight(void);

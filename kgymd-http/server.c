@@ -447,6 +447,7 @@ gw_dispatch(struct evhttp_request *req, void *arg)
 	const struct route *rt = NULL;
 	bool method_ok = false;
 	struct gw_req *r;
+	size_t arglen = 0;
 
 	if ((r = calloc(1, sizeof *r)) == NULL) {
 		evhttp_send_error(req, 503, "Out of memory");
@@ -479,8 +480,9 @@ gw_dispatch(struct evhttp_request *req, void *arg)
 	if (rt->id != ROUTE_HEALTH && !gw_authenticate(r))
 		return;
 	if (rawarg != NULL) {
-		r->arg = evhttp_uridecode(rawarg, 0, NULL);
-		if (r->arg == NULL || !shape_task_id_ok(r->arg)) {
+		r->arg = evhttp_uridecode(rawarg, 0, &arglen);
+		/* strlen: a %00 must not cut the id short. */
+		if (r->arg == NULL || strlen(r->arg) != arglen || !shape_task_id_ok(r->arg)) {
 			gw_reply_error(r, 404, "TASK_NOT_FOUND", "task_id", NULL,
 			    "no task with that task_id (a task_id is 1 to 128 characters of "
 			    "A-Z, a-z, 0-9, '.', '_', ':' and '-')");

@@ -35,6 +35,8 @@
 #define UP_BACKOFF_MAX_MS	2000
 #define UP_LINE_MAX		(512u * 1024 * 1024)	/* kgymd's own reply backlog bound */
 #define UP_HELLO_ID		0
+/* Requests kgymd has not read yet, at most: past it, 503 rather than grow. */
+#define UP_OUTPUT_MAX		(64u * 1024 * 1024)
 
 struct up_call {
 	json_int_t id;
@@ -319,6 +321,10 @@ up_call(json_t *req, const char *as, up_cb cb, void *arg)
 	if (up.state != UP_READY) {
 		json_decref(req);
 		return -ENOTCONN;
+	}
+	if (evbuffer_get_length(bufferevent_get_output(up.bev)) > UP_OUTPUT_MAX) {
+		json_decref(req);
+		return -EAGAIN;
 	}
 	if ((c = calloc(1, sizeof *c)) == NULL) {
 		json_decref(req);
