@@ -230,7 +230,8 @@ gw_reply_error(struct gw_req *r, int code, const char *ecode, const char *field,
 void
 gw_reply_unavailable(struct gw_req *r)
 {
-	gw_reply_error(r, 503, "SERVICE_UNAVAILABLE", NULL, NULL, "%s; retry later", up_why_down());
+	gw_reply_error(r, 503, "SERVICE_UNAVAILABLE", NULL, NULL, "%s; retry later",
+	    up_ready() ? "kgymd is not keeping up with the gateway's requests" : up_why_down());
 }
 
 /*
