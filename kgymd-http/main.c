@@ -45,11 +45,11 @@ gw_log(const char *fmt, ...)
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: kgymd-http [-Fnvh] [-f FILE]\n"
+	fprintf(f, "usage: kgymd-http [-FnvVh] [-f FILE]\n"
 	    "  -F       run in the foreground (kgymd-http always does; for symmetry with kgymd)\n"
 	    "  -f FILE  configuration file (default %s/kgymd.conf)\n"
 	    "  -n       check the configuration (and the token file) and exit\n"
-	    "  -v       print the version and exit\n"
+	    "  -v, -V   print the version and exit\n"
 	    "  -h       this help\n", KGYM_SYSCONFDIR);
 }
 
@@ -90,7 +90,7 @@ main(int argc, char **argv)
 	char *cause = NULL;
 	int ch, rc = 1;
 
-	while ((ch = getopt(argc, argv, "Ff:nvh")) != -1) {
+	while ((ch = getopt(argc, argv, "Ff:nvVh")) != -1) {
 		switch (ch) {
 		case 'F':
 			break;
@@ -101,6 +101,7 @@ main(int argc, char **argv)
 			check = true;
 			break;
 		case 'v':
+		case 'V':
 			printf("kgymd-http %s\n", PACKAGE_VERSION);
 			return 0;
 		case 'h':
