@@ -43,10 +43,10 @@ struct load {
 	char host[64];
 	int port;
 	long n, c, next, done, ok, errors;
-	double *lat_ms;			/* per request, by index */
-	struct timespec *t0;		/* per request, by index */
+	double *lat_ms;	     /* per request, by index */
+	struct timespec *t0; /* per request, by index */
 	struct timespec start, end;
-	struct bufferevent *sock;	/* socket mode */
+	struct bufferevent *sock; /* socket mode */
 	char first_error[256];
 };
 
@@ -62,7 +62,8 @@ since_ms(const struct timespec *t0)
 	struct timespec now;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - t0->tv_sec) * 1e3 + (double)(now.tv_nsec - t0->tv_nsec) / 1e6;
+	return (double)(now.tv_sec - t0->tv_sec) * 1e3 +
+	    (double)(now.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
 static void
@@ -88,8 +89,10 @@ task_body(struct load *L, long i)
 {
 	char *s;
 
-	if (asprintf(&s, "{\"task_id\":\"%s-%ld\",\"workflow\":\"selftest\",\"action\":\"ok\","
-	    "\"delay_ms\":0,\"in_daemon\":true}", L->prefix, i) < 0)
+	if (asprintf(&s,
+		"{\"task_id\":\"%s-%ld\",\"workflow\":\"selftest\",\"action\":\"ok\","
+		"\"delay_ms\":0,\"in_daemon\":true}",
+		L->prefix, i) < 0)
 		return NULL;
 	return s;
 }
@@ -112,13 +115,16 @@ http_done(struct evhttp_request *req, void *arg)
 	if (req == NULL || evhttp_request_get_response_code(req) == 0) {
 		snprintf(why, sizeof why, "no answer (connection failed)");
 	} else if (evhttp_request_get_response_code(req) != 200) {
-		snprintf(why, sizeof why, "HTTP %d", evhttp_request_get_response_code(req));
+		snprintf(
+		    why, sizeof why, "HTTP %d", evhttp_request_get_response_code(req));
 	} else {
 		in = evhttp_request_get_input_buffer(req);
 		len = evbuffer_get_length(in);
 		body = (const char *)evbuffer_pullup(in, -1);
-		snprintf(want, sizeof want, "\"task_id\":\"%s-%ld\"", L->prefix, hc->cur);
-		ok = body != NULL && memmem(body, len, "\"status\":\"completed\"", 20) != NULL &&
+		snprintf(
+		    want, sizeof want, "\"task_id\":\"%s-%ld\"", L->prefix, hc->cur);
+		ok = body != NULL &&
+		    memmem(body, len, "\"status\":\"completed\"", 20) != NULL &&
 		    memmem(body, len, want, strlen(want)) != NULL;
 		snprintf(why, sizeof why, "HTTP 200 without the completed result");
 	}
@@ -170,7 +176,8 @@ http_start(struct load *L)
 		if ((hc = calloc(1, sizeof *hc)) == NULL)
 			return -ENOMEM;
 		hc->L = L;
-		hc->evcon = evhttp_connection_base_new(L->base, NULL, L->host, (unsigned short)L->port);
+		hc->evcon = evhttp_connection_base_new(
+		    L->base, NULL, L->host, (unsigned short)L->port);
 		if (hc->evcon == NULL)
 			return -ENOMEM;
 		evhttp_connection_set_timeout(hc->evcon, 600);
@@ -188,9 +195,10 @@ sock_send(struct load *L)
 	long i = L->next++;
 
 	body = task_body(L, i);
-	if (asprintf(&line, "{\"v\":1,\"id\":%ld,\"op\":\"submit\",\"wait\":true,\"task\":{"
-	    "\"task_id\":\"%s-%ld\",\"workflow\":\"selftest\",\"payload\":%s}}\n", i, L->prefix, i,
-	    body) < 0)
+	if (asprintf(&line,
+		"{\"v\":1,\"id\":%ld,\"op\":\"submit\",\"wait\":true,\"task\":{"
+		"\"task_id\":\"%s-%ld\",\"workflow\":\"selftest\",\"payload\":%s}}\n",
+		i, L->prefix, i, body) < 0)
 		line = NULL;
 	free(body);
 	clock_gettime(CLOCK_MONOTONIC, &L->t0[i]);
@@ -209,20 +217,24 @@ sock_read(struct bufferevent *bev, void *arg)
 	size_t len;
 	long id;
 
-	while ((line = evbuffer_readln(bufferevent_get_input(bev), &len, EVBUFFER_EOL_LF)) != NULL) {
+	while ((line = evbuffer_readln(
+		    bufferevent_get_input(bev), &len, EVBUFFER_EOL_LF)) != NULL) {
 		msg = json_loadb(line, len, 0, NULL);
 		free(line);
 		if (msg == NULL)
 			continue;
 		id = (long)json_integer_value(json_object_get(msg, "id"));
-		if (json_is_string(json_object_get(msg, "event")) && id >= 0 && id < L->n) {
+		if (json_is_string(json_object_get(msg, "event")) && id >= 0 &&
+		    id < L->n) {
 			res = json_object_get(msg, "result");
 			status = json_string_value(json_object_get(res, "status"));
-			finish(L, id, status != NULL && strcmp(status, "completed") == 0,
+			finish(L, id,
+			    status != NULL && strcmp(status, "completed") == 0,
 			    "result not completed");
 			if (L->next < L->n)
 				sock_send(L);
-		} else if (json_is_false(json_object_get(msg, "ok")) && id >= 0 && id < L->n) {
+		} else if (json_is_false(json_object_get(msg, "ok")) && id >= 0 &&
+		    id < L->n) {
 			finish(L, id, false, "kgymd error reply");
 			if (L->next < L->n)
 				sock_send(L);
@@ -237,7 +249,8 @@ sock_event(struct bufferevent *bev, short what, void *arg)
 	struct load *L = arg;
 
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		snprintf(L->first_error, sizeof L->first_error, "kgymd closed the connection");
+		snprintf(L->first_error, sizeof L->first_error,
+		    "kgymd closed the connection");
 		event_base_loopbreak(L->base);
 	}
 }
@@ -254,7 +267,8 @@ sock_start(struct load *L)
 	L->sock = bufferevent_socket_new(L->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(L->sock, sock_read, NULL, sock_event, L);
 	bufferevent_enable(L->sock, EV_READ | EV_WRITE);
-	if (bufferevent_socket_connect(L->sock, (struct sockaddr *)&sun, sizeof sun) < 0)
+	if (bufferevent_socket_connect(L->sock, (struct sockaddr *)&sun, sizeof sun) <
+	    0)
 		return -ECONNREFUSED;
 	for (k = 0; k < L->c && L->next < L->n; k++)
 		sock_send(L);
@@ -280,21 +294,37 @@ main(int argc, char **argv)
 
 	while ((ch = getopt(argc, argv, "m:a:n:c:p:t:L")) != -1) {
 		switch (ch) {
-		case 'L': L.all_latencies = true; break;
-		case 'm': L.mode = optarg; break;
-		case 'a': L.addr = optarg; break;
-		case 'n': L.n = atol(optarg); break;
-		case 'c': L.c = atol(optarg); break;
-		case 'p': L.prefix = optarg; break;
-		case 't': L.token = optarg; break;
+		case 'L':
+			L.all_latencies = true;
+			break;
+		case 'm':
+			L.mode = optarg;
+			break;
+		case 'a':
+			L.addr = optarg;
+			break;
+		case 'n':
+			L.n = atol(optarg);
+			break;
+		case 'c':
+			L.c = atol(optarg);
+			break;
+		case 'p':
+			L.prefix = optarg;
+			break;
+		case 't':
+			L.token = optarg;
+			break;
 		default:
-			fprintf(stderr, "usage: http_load -m http|socket -a ADDR [-n N] [-c C] "
+			fprintf(stderr,
+			    "usage: http_load -m http|socket -a ADDR [-n N] [-c C] "
 			    "[-p PREFIX] [-t TOKEN]\n");
 			return 2;
 		}
 	}
 	if (L.addr == NULL || L.n < 1 || L.c < 1) {
-		fprintf(stderr, "http_load: -a ADDR is required, -n and -c at least 1\n");
+		fprintf(
+		    stderr, "http_load: -a ADDR is required, -n and -c at least 1\n");
 		return 2;
 	}
 	if (L.c > L.n)
@@ -316,18 +346,21 @@ main(int argc, char **argv)
 	event_base_dispatch(L.base);
 	if (L.done < L.n)
 		clock_gettime(CLOCK_MONOTONIC, &L.end);
-	wall = (double)(L.end.tv_sec - L.start.tv_sec) + (double)(L.end.tv_nsec -
-	    L.start.tv_nsec) / 1e9;
+	wall = (double)(L.end.tv_sec - L.start.tv_sec) +
+	    (double)(L.end.tv_nsec - L.start.tv_nsec) / 1e9;
 	sorted = calloc((size_t)L.n, sizeof *sorted);
 	for (i = 0; i < L.n; i++)
 		if (L.lat_ms[i] > 0)
 			sorted[k++] = L.lat_ms[i];
 	qsort(sorted, (size_t)k, sizeof *sorted, cmp_double);
-	printf("{\"mode\":\"%s\",\"n\":%ld,\"c\":%ld,\"ok\":%ld,\"errors\":%ld,\"lost\":%ld,"
+	printf(
+	    "{\"mode\":\"%s\",\"n\":%ld,\"c\":%ld,\"ok\":%ld,\"errors\":%ld,\"lost\":%ld,"
 	    "\"wall_s\":%.3f,\"rps\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,"
-	    "\"first_error\":\"%s\"}\n", L.mode, L.n, L.c, L.ok, L.errors, L.n - L.done, wall,
+	    "\"first_error\":\"%s\"}\n",
+	    L.mode, L.n, L.c, L.ok, L.errors, L.n - L.done, wall,
 	    wall > 0 ? (double)L.done / wall : 0.0, k ? sorted[k / 2] : 0.0,
-	    k ? sorted[(size_t)((double)k * 0.99)] : 0.0, k ? sorted[k - 1] : 0.0, L.first_error);
+	    k ? sorted[(size_t)((double)k * 0.99)] : 0.0, k ? sorted[k - 1] : 0.0,
+	    L.first_error);
 	if (L.all_latencies) {
 		for (i = 0; i < k; i++)
 			printf("%s%.4f", i == 0 ? "[" : ",", sorted[i]);

@@ -23,18 +23,18 @@
 
 #include "gateway.h"
 
-#define COALESCE_MAX	64
+#define COALESCE_MAX 64
 
 struct coalesce_batch {
-	char as[GW_NAME_MAX + 1];	/* the principal; "" with no_as */
+	char as[GW_NAME_MAX + 1]; /* the principal; "" with no_as */
 	bool no_as;
-	json_t *tasks;			/* kgymd tasks, by index */
+	json_t *tasks; /* kgymd tasks, by index */
 	struct gw_req *reqs[COALESCE_MAX];
 	char *ids[COALESCE_MAX];
 	int64_t submitted_ms[COALESCE_MAX];
 	bool answered[COALESCE_MAX];
 	size_t n;
-	struct coalesce_batch *next;	/* while gathering */
+	struct coalesce_batch *next; /* while gathering */
 };
 
 static struct {
@@ -77,8 +77,8 @@ coalesce_event(struct coalesce_batch *b, const json_t *msg)
 		if (b->answered[i] || strcmp(b->ids[i], id) != 0)
 			continue;
 		b->answered[i] = true;
-		out = shape_evaluation(id, state, json_object_get(msg, "result"), b->submitted_ms[i],
-		    shape_now_ms());
+		out = shape_evaluation(id, state, json_object_get(msg, "result"),
+		    b->submitted_ms[i], shape_now_ms());
 		metrics_task(gw_req_age_ms(b->reqs[i]));
 		gw_reply_json(b->reqs[i], 200, out);
 		json_decref(out);
@@ -122,22 +122,27 @@ coalesce_cb(const json_t *msg, bool last, void *arg)
 	if (msg == NULL) {
 		for (i = 0; i < b->n; i++)
 			if (!b->answered[i])
-				gw_reply_error(b->reqs[i], 503, "SERVICE_UNAVAILABLE", NULL, b->ids[i],
+				gw_reply_error(b->reqs[i], 503, "SERVICE_UNAVAILABLE",
+				    NULL, b->ids[i],
 				    "kgymd went away before task '%s' ended; it is kept if it was accepted: "
-				    "retry with the same task_id to attach to it", b->ids[i]);
+				    "retry with the same task_id to attach to it",
+				    b->ids[i]);
 	} else if (json_is_false(json_object_get(msg, "ok"))) {
 		code = json_object_get(json_object_get(msg, "error"), "code");
-		if (b->n > 1 && json_is_string(code) && strcmp(json_string_value(code), "bad_request") == 0)
+		if (b->n > 1 && json_is_string(code) &&
+		    strcmp(json_string_value(code), "bad_request") == 0)
 			coalesce_split(b);
 		else
 			for (i = 0; i < b->n; i++)
 				coalesce_answer_error(b, i, msg);
 	} else if (json_object_get(msg, "accepted") != NULL) {
 		json_array_foreach(json_object_get(msg, "rejected"), i, rej) {
-			index = (size_t)json_integer_value(json_object_get(rej, "index"));
+			index =
+			    (size_t)json_integer_value(json_object_get(rej, "index"));
 			if (index >= b->n)
 				continue;
-			wrapped = json_pack("{s:O}", "error", json_object_get(rej, "error"));
+			wrapped =
+			    json_pack("{s:O}", "error", json_object_get(rej, "error"));
 			coalesce_answer_error(b, index, wrapped);
 			json_decref(wrapped);
 		}
@@ -149,14 +154,16 @@ coalesce_cb(const json_t *msg, bool last, void *arg)
 	for (i = 0; i < b->n; i++)
 		if (!b->answered[i])
 			gw_reply_error(b->reqs[i], 503, "KGYMD_ERROR", NULL, b->ids[i],
-			    "kgymd ended the wait without a result for task '%s'; retry", b->ids[i]);
+			    "kgymd ended the wait without a result for task '%s'; retry",
+			    b->ids[i]);
 	coalesce_batch_free(b);
 }
 
 static void
 coalesce_send(struct coalesce_batch *b)
 {
-	json_t *req = json_pack("{s:s, s:O, s:b}", "op", "submit", "tasks", b->tasks, "wait", 1);
+	json_t *req =
+	    json_pack("{s:s, s:O, s:b}", "op", "submit", "tasks", b->tasks, "wait", 1);
 	size_t i;
 
 	if (up_call(req, b->no_as ? NULL : b->as, coalesce_cb, b) < 0) {
@@ -202,7 +209,8 @@ coalesce_free(void)
 }
 
 int
-coalesce_submit(struct gw_req *r, json_t *task, const char *task_id, int64_t submitted_ms)
+coalesce_submit(
+    struct gw_req *r, json_t *task, const char *task_id, int64_t submitted_ms)
 {
 	const char *as = gw_req_as(r);
 	struct coalesce_batch *b, **pp;

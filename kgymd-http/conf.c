@@ -22,13 +22,13 @@
 
 #include "gateway.h"
 
-#define CONF_DEFAULT_SOCKET	"/run/kgym/kgymd.sock"
-#define CONF_SEEN_MAX		8
+#define CONF_DEFAULT_SOCKET "/run/kgym/kgymd.sock"
+#define CONF_SEEN_MAX 8
 
 struct conf_parse {
 	struct gw_config *config;
-	char *reason;			/* the first error, "key: why" */
-	char seen[CONF_SEEN_MAX][32];	/* [http] keys met so far */
+	char *reason;		      /* the first error, "key: why" */
+	char seen[CONF_SEEN_MAX][32]; /* [http] keys met so far */
 	size_t nseen;
 };
 
@@ -93,15 +93,21 @@ conf_listen(struct gw_config *c, const char *value, char **ret_why)
 		colon = close + 1;
 	} else {
 		if ((colon = strrchr(value, ':')) == NULL)
-			return *ret_why = "expected address:port, such as 127.0.0.1:10907", -EINVAL;
+			return *ret_why =
+				   "expected address:port, such as 127.0.0.1:10907",
+			       -EINVAL;
 		hostlen = (size_t)(colon - value);
 	}
 	if (hostlen == 0 || hostlen >= sizeof buf)
-		return *ret_why = "expected a numeric IPv4 or [IPv6] address before the port", -EINVAL;
+		return *ret_why =
+			   "expected a numeric IPv4 or [IPv6] address before the port",
+		       -EINVAL;
 	memcpy(buf, host, hostlen);
 	buf[hostlen] = '\0';
 	if (inet_pton(AF_INET, buf, addr) != 1 && inet_pton(AF_INET6, buf, addr) != 1)
-		return *ret_why = "expected a numeric IPv4 or [IPv6] address before the port", -EINVAL;
+		return *ret_why =
+			   "expected a numeric IPv4 or [IPv6] address before the port",
+		       -EINVAL;
 	errno = 0;
 	port = strtol(colon + 1, &end, 10);
 	if (colon[1] == '\0' || *end != '\0' || errno != 0 || port < 0 || port > 65535)
@@ -138,18 +144,22 @@ conf_http_key(struct conf_parse *ps, const char *name, const char *value)
 			return conf_fail(ps, "token_file: out of memory");
 	} else if (strcmp(name, "max_body_bytes") == 0) {
 		if (conf_bytes(value, &c->max_body_bytes) < 0)
-			return conf_fail(ps, "max_body_bytes: expected 1K to 1G (K, M, G suffixes), got \"%s\"",
+			return conf_fail(ps,
+			    "max_body_bytes: expected 1K to 1G (K, M, G suffixes), got \"%s\"",
 			    value);
 	} else if (strcmp(name, "max_inflight") == 0) {
 		errno = 0;
 		n = strtol(value, &end, 10);
 		if (end == value || *end != '\0' || errno != 0 || n < 1 || n > 1000000)
-			return conf_fail(ps, "max_inflight: expected an integer from 1 to 1000000, got \"%s\"",
+			return conf_fail(ps,
+			    "max_inflight: expected an integer from 1 to 1000000, got \"%s\"",
 			    value);
 		c->max_inflight = (int)n;
 	} else {
-		return conf_fail(ps, "unknown key \"%s\" in [http] (expected listen, token_file, "
-		    "max_body_bytes or max_inflight)", name);
+		return conf_fail(ps,
+		    "unknown key \"%s\" in [http] (expected listen, token_file, "
+		    "max_body_bytes or max_inflight)",
+		    name);
 	}
 	if (ps->nseen < CONF_SEEN_MAX)
 		snprintf(ps->seen[ps->nseen++], sizeof ps->seen[0], "%s", name);
@@ -173,7 +183,7 @@ conf_handler(void *arg, const char *section, const char *name, const char *value
 		if ((ps->config->socket = strdup(value)) == NULL)
 			return conf_fail(ps, "socket: out of memory");
 	}
-	return 1;			/* kgymd's own keys: kgymd checks them */
+	return 1; /* kgymd's own keys: kgymd checks them */
 }
 
 void
@@ -200,7 +210,8 @@ conf_load(const char *path, struct gw_config **ret_config, char **ret_cause)
 		return -ENOMEM;
 	c->max_body_bytes = 4 * 1024 * 1024;
 	c->max_inflight = 10000;
-	if ((c->path = strdup(path)) == NULL || (c->socket = strdup(CONF_DEFAULT_SOCKET)) == NULL ||
+	if ((c->path = strdup(path)) == NULL ||
+	    (c->socket = strdup(CONF_DEFAULT_SOCKET)) == NULL ||
 	    conf_listen(c, GW_DEFAULT_LISTEN, &why) < 0) {
 		conf_free(c);
 		return -ENOMEM;
@@ -208,22 +219,25 @@ conf_load(const char *path, struct gw_config **ret_config, char **ret_cause)
 	ps.config = c;
 	line = ini_parse(path, conf_handler, &ps);
 	if (line == -1) {
-		if (asprintf(ret_cause, "%s: cannot open: %s", path, strerror(errno)) < 0)
+		if (asprintf(ret_cause, "%s: cannot open: %s", path, strerror(errno)) <
+		    0)
 			*ret_cause = NULL;
 		conf_free(c);
 		return -ENOENT;
 	}
 	if (line != 0 || ps.reason != NULL) {
 		if (asprintf(ret_cause, "%s:%d: %s", path, line,
-		    ps.reason != NULL ? ps.reason : "syntax error") < 0)
+			ps.reason != NULL ? ps.reason : "syntax error") < 0)
 			*ret_cause = NULL;
 		free(ps.reason);
 		conf_free(c);
 		return -EINVAL;
 	}
 	if (!c->loopback && c->token_file == NULL) {
-		if (asprintf(ret_cause, "%s: [http] listen = %s is not a loopback address: "
-		    "set token_file (bearer tokens are required)", path, c->listen_host) < 0)
+		if (asprintf(ret_cause,
+			"%s: [http] listen = %s is not a loopback address: "
+			"set token_file (bearer tokens are required)",
+			path, c->listen_host) < 0)
 			*ret_cause = NULL;
 		conf_free(c);
 		return -EINVAL;

@@ -18,11 +18,11 @@
 
 #include "gateway.h"
 
-#define BATCH_MAX	100
+#define BATCH_MAX 100
 
 struct batch_state {
-	json_t *ids;			/* task_id per index */
-	json_t *results;		/* EvaluationResponse per index, null until it ends */
+	json_t *ids;	 /* task_id per index */
+	json_t *results; /* EvaluationResponse per index, null until it ends */
 	size_t remaining;
 	int64_t submitted_ms;
 };
@@ -55,8 +55,10 @@ evaluate_one(struct gw_req *r)
 	if ((body = gw_req_body(r)) == NULL)
 		return;
 	if ((task = shape_task(body, false, "", &err)) == NULL)
-		return gw_reply_error(r, 400, "VALIDATION_ERROR", err.field, NULL, "%s", err.message);
-	snprintf(id, sizeof id, "%s", json_string_value(json_object_get(task, "task_id")));
+		return gw_reply_error(
+		    r, 400, "VALIDATION_ERROR", err.field, NULL, "%s", err.message);
+	snprintf(
+	    id, sizeof id, "%s", json_string_value(json_object_get(task, "task_id")));
 	if (coalesce_submit(r, task, id, shape_now_ms()) < 0)
 		gw_reply_unavailable(r);
 }
@@ -72,23 +74,25 @@ batch_state_clear(struct batch_state *st)
 static void
 batch_reply(struct gw_req *r, struct batch_state *st)
 {
-	const char *batch_id = json_string_value(json_object_get(gw_req_body(r), "batch_id"));
+	const char *batch_id =
+	    json_string_value(json_object_get(gw_req_body(r), "batch_id"));
 	size_t i, n = json_array_size(st->results), completed = 0, failed = 0;
 	const char *status;
 	json_t *out;
 
 	for (i = 0; i < n; i++) {
-		status = json_string_value(json_object_get(json_array_get(st->results, i), "status"));
+		status = json_string_value(
+		    json_object_get(json_array_get(st->results, i), "status"));
 		if (status != NULL && strcmp(status, "completed") == 0)
 			completed++;
 		else
 			failed++;
 	}
-	out = json_pack("{s:s, s:I, s:I, s:I, s:O, s:s, s:o, s:o}", "batch_id", batch_id,
-	    "total_tasks", (json_int_t)n, "completed_tasks", (json_int_t)completed,
-	    "failed_tasks", (json_int_t)failed, "results", st->results,
-	    "batch_status", "completed", "submitted_at", shape_time(st->submitted_ms),
-	    "completed_at", shape_time(shape_now_ms()));
+	out = json_pack("{s:s, s:I, s:I, s:I, s:O, s:s, s:o, s:o}", "batch_id",
+	    batch_id, "total_tasks", (json_int_t)n, "completed_tasks",
+	    (json_int_t)completed, "failed_tasks", (json_int_t)failed, "results",
+	    st->results, "batch_status", "completed", "submitted_at",
+	    shape_time(st->submitted_ms), "completed_at", shape_time(shape_now_ms()));
 	gw_reply_json(r, 200, out);
 	json_decref(out);
 }
@@ -115,11 +119,13 @@ evaluate_batch_cb(const json_t *msg, bool last, void *arg)
 		state = json_string_value(json_object_get(msg, "state"));
 		/* An id listed twice gets the same result twice. */
 		for (i = 0; id != NULL && i < json_array_size(st->ids); i++) {
-			if (strcmp(json_string_value(json_array_get(st->ids, i)), id) != 0 ||
+			if (strcmp(json_string_value(json_array_get(st->ids, i)), id) !=
+				0 ||
 			    !json_is_null(json_array_get(st->results, i)))
 				continue;
-			one = shape_evaluation(id, state, json_object_get(msg, "result"),
-			    st->submitted_ms, shape_now_ms());
+			one =
+			    shape_evaluation(id, state, json_object_get(msg, "result"),
+				st->submitted_ms, shape_now_ms());
 			metrics_task(gw_req_age_ms(r));
 			json_array_set_new(st->results, i, one);
 			st->remaining--;
@@ -152,26 +158,30 @@ evaluate_batch(struct gw_req *r)
 	tasks = json_object_get(body, "tasks");
 	if (!json_is_string(batch_id))
 		return gw_reply_error(r, 400, "VALIDATION_ERROR", "batch_id", NULL,
-		    "field 'batch_id': %s", batch_id == NULL ? "missing: expected a string" :
-		    "expected a string");
+		    "field 'batch_id': %s",
+		    batch_id == NULL ? "missing: expected a string" :
+				       "expected a string");
 	if (!json_is_array(tasks))
 		return gw_reply_error(r, 400, "VALIDATION_ERROR", "tasks", NULL,
-		    "field 'tasks': %s", tasks == NULL ? "missing: expected an array of tasks" :
-		    "expected an array of tasks");
+		    "field 'tasks': %s",
+		    tasks == NULL ? "missing: expected an array of tasks" :
+				    "expected an array of tasks");
 	n = json_array_size(tasks);
 	if (n < 1 || n > BATCH_MAX)
 		return gw_reply_error(r, 400, "VALIDATION_ERROR", "tasks", NULL,
-		    "field 'tasks': a batch holds 1 to %d tasks, this one %zu", BATCH_MAX, n);
+		    "field 'tasks': a batch holds 1 to %d tasks, this one %zu",
+		    BATCH_MAX, n);
 	list = json_array();
 	st->ids = json_array();
 	st->results = json_array();
 	for (i = 0; i < n; i++) {
 		snprintf(prefix, sizeof prefix, "tasks[%zu].", i);
-		if ((task = shape_task(json_array_get(tasks, i), false, prefix, &err)) == NULL) {
+		if ((task = shape_task(
+			 json_array_get(tasks, i), false, prefix, &err)) == NULL) {
 			json_decref(list);
 			batch_state_clear(st);
-			return gw_reply_error(r, 400, "VALIDATION_ERROR", err.field, NULL, "%s",
-			    err.message);
+			return gw_reply_error(r, 400, "VALIDATION_ERROR", err.field,
+			    NULL, "%s", err.message);
 		}
 		json_array_append(st->ids, json_object_get(task, "task_id"));
 		json_array_append_new(st->results, json_null());
@@ -179,8 +189,9 @@ evaluate_batch(struct gw_req *r)
 	}
 	st->remaining = n;
 	st->submitted_ms = shape_now_ms();
-	if (gw_call(r, json_pack("{s:s, s:o, s:b}", "op", "submit", "tasks", list, "wait", 1),
-	    evaluate_batch_cb) < 0) {
+	if (gw_call(r,
+		json_pack("{s:s, s:o, s:b}", "op", "submit", "tasks", list, "wait", 1),
+		evaluate_batch_cb) < 0) {
 		batch_state_clear(st);
 		gw_reply_unavailable(r);
 	}
@@ -218,8 +229,9 @@ workflow_submit(struct gw_req *r)
 	if ((body = gw_req_body(r)) == NULL)
 		return;
 	if ((task = shape_task(body, true, "", &err)) == NULL)
-		return gw_reply_error(r, 400, "VALIDATION_ERROR", err.field, NULL, "%s", err.message);
+		return gw_reply_error(
+		    r, 400, "VALIDATION_ERROR", err.field, NULL, "%s", err.message);
 	if (gw_call(r, json_pack("{s:s, s:o}", "op", "submit", "task", task),
-	    workflow_submit_cb) < 0)
+		workflow_submit_cb) < 0)
 		gw_reply_unavailable(r);
 }

@@ -27,25 +27,28 @@ info_health_cb(const json_t *msg, bool last, void *arg)
 		return;
 	}
 	status = json_string_value(json_object_get(msg, "status"));
-	out = json_pack("{s:s, s:o, s:{s:O?, s:O?}, s:O?, s:s, s:b}",
-	    "status", status != NULL ? status : "unknown",
-	    "timestamp", shape_time(shape_now_ms()),
-	    "queue_status", "pending", json_object_get(msg, "queued"),
-	    "processing", json_object_get(msg, "running"),
-	    "active_tasks", json_object_get(msg, "running"),
-	    "service", "kgymd-http", "kgymd_connected", 1);
+	out = json_pack("{s:s, s:o, s:{s:O?, s:O?}, s:O?, s:s, s:b}", "status",
+	    status != NULL ? status : "unknown", "timestamp",
+	    shape_time(shape_now_ms()), "queue_status", "pending",
+	    json_object_get(msg, "queued"), "processing",
+	    json_object_get(msg, "running"), "active_tasks",
+	    json_object_get(msg, "running"), "service", "kgymd-http", "kgymd_connected",
+	    1);
 	if (status == NULL || strcmp(status, "healthy") != 0)
-		json_object_set_new(out, "reason", json_string(status != NULL && strcmp(status,
-		    "draining") == 0 ? "kgymd is draining: it accepts no new tasks" :
-		    "kgymd is not healthy"));
-	gw_reply_json(r, status != NULL && strcmp(status, "healthy") == 0 ? 200 : 503, out);
+		json_object_set_new(out, "reason",
+		    json_string(status != NULL && strcmp(status, "draining") == 0 ?
+			    "kgymd is draining: it accepts no new tasks" :
+			    "kgymd is not healthy"));
+	gw_reply_json(
+	    r, status != NULL && strcmp(status, "healthy") == 0 ? 200 : 503, out);
 	json_decref(out);
 }
 
 void
 info_health(struct gw_req *r)
 {
-	if (!up_ready() || gw_call(r, json_pack("{s:s}", "op", "health"), info_health_cb) < 0)
+	if (!up_ready() ||
+	    gw_call(r, json_pack("{s:s}", "op", "health"), info_health_cb) < 0)
 		info_health_cb(NULL, true, r);
 }
 
@@ -81,18 +84,19 @@ info_queue_body(const json_t *stats)
 {
 	const json_t *tasks = json_object_get(stats, "tasks");
 
-	return json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:o}",
-	    "pending", json_object_get(tasks, "queued"),
-	    "processing", json_object_get(tasks, "running"),
-	    "completed", json_object_get(tasks, "completed"),
-	    "failed", json_object_get(tasks, "failed"),
-	    "cancelled", json_object_get(tasks, "cancelled"),
-	    "queue_depth", json_object_get(stats, "queue_depth"),
-	    "throughput_per_min", json_object_get(stats, "throughput_per_min"),
-	    "submitted_total", json_object_get(stats, "submitted_total"),
-	    "finished_total", json_object_get(stats, "finished_total"),
-	    "latency_ms", json_object_get(stats, "latency_ms"),
-	    "timestamp", shape_time(shape_now_ms()));
+	return json_pack(
+	    "{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:o}",
+	    "pending", json_object_get(tasks, "queued"), "processing",
+	    json_object_get(tasks, "running"), "completed",
+	    json_object_get(tasks, "completed"), "failed",
+	    json_object_get(tasks, "failed"), "cancelled",
+	    json_object_get(tasks, "cancelled"), "queue_depth",
+	    json_object_get(stats, "queue_depth"), "throughput_per_min",
+	    json_object_get(stats, "throughput_per_min"), "submitted_total",
+	    json_object_get(stats, "submitted_total"), "finished_total",
+	    json_object_get(stats, "finished_total"), "latency_ms",
+	    json_object_get(stats, "latency_ms"), "timestamp",
+	    shape_time(shape_now_ms()));
 }
 
 static void
@@ -122,13 +126,14 @@ info_root_body(const json_t *stats)
 {
 	return json_pack("{s:s, s:s, s:s, s:b, s:o, s:O?, s:[sssssssssssss]}",
 	    "service", "kgymd-http", "version", PACKAGE_VERSION, "api", "KernelGYM",
-	    "kgymd_connected", up_ready(),
-	    "queue", stats != NULL ? info_queue_body(stats) : json_null(),
-	    "uptime_s", json_object_get(stats, "uptime_s"),
-	    "endpoints", "POST /evaluate", "POST /evaluate/batch", "POST /workflow/submit",
-	    "GET /workflow/results/{task_id}", "GET /status/{task_id}", "GET /results/{task_id}",
-	    "DELETE /tasks/{task_id}", "GET /health", "GET /metrics", "GET /workers/status",
-	    "GET /queue/status", "GET /", "(bearer tokens when configured)");
+	    "kgymd_connected", up_ready(), "queue",
+	    stats != NULL ? info_queue_body(stats) : json_null(), "uptime_s",
+	    json_object_get(stats, "uptime_s"), "endpoints", "POST /evaluate",
+	    "POST /evaluate/batch", "POST /workflow/submit",
+	    "GET /workflow/results/{task_id}", "GET /status/{task_id}",
+	    "GET /results/{task_id}", "DELETE /tasks/{task_id}", "GET /health",
+	    "GET /metrics", "GET /workers/status", "GET /queue/status", "GET /",
+	    "(bearer tokens when configured)");
 }
 
 static void
@@ -137,7 +142,8 @@ info_root_cb(const json_t *msg, bool last, void *arg)
 	struct gw_req *r = arg;
 	json_t *out;
 
-	out = info_root_body(msg != NULL && json_is_true(json_object_get(msg, "ok")) ? msg : NULL);
+	out = info_root_body(
+	    msg != NULL && json_is_true(json_object_get(msg, "ok")) ? msg : NULL);
 	gw_reply_json(r, 200, out);
 	json_decref(out);
 }
@@ -145,6 +151,7 @@ info_root_cb(const json_t *msg, bool last, void *arg)
 void
 info_root(struct gw_req *r)
 {
-	if (!up_ready() || gw_call(r, json_pack("{s:s}", "op", "stats"), info_root_cb) < 0)
+	if (!up_ready() ||
+	    gw_call(r, json_pack("{s:s}", "op", "stats"), info_root_cb) < 0)
 		info_root_cb(NULL, true, r);
 }

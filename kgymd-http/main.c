@@ -45,12 +45,14 @@ gw_log(const char *fmt, ...)
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: kgymd-http [-FnvVh] [-f FILE]\n"
+	fprintf(f,
+	    "usage: kgymd-http [-FnvVh] [-f FILE]\n"
 	    "  -F       run in the foreground (kgymd-http always does; for symmetry with kgymd)\n"
 	    "  -f FILE  configuration file (default %s/kgymd.conf)\n"
 	    "  -n       check the configuration (and the token file) and exit\n"
 	    "  -v, -V   print the version and exit\n"
-	    "  -h       this help\n", KGYM_SYSCONFDIR);
+	    "  -h       this help\n",
+	    KGYM_SYSCONFDIR);
 }
 
 static void
@@ -117,12 +119,15 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if (conf_load(path, &config, &cause) < 0) {
-		fprintf(stderr, "%s\n", cause != NULL ? cause : "cannot load the configuration");
+		fprintf(stderr, "%s\n",
+		    cause != NULL ? cause : "cannot load the configuration");
 		free(cause);
 		return 1;
 	}
-	if (config->token_file != NULL && tokens_load(config->token_file, &tokens, &cause) < 0) {
-		fprintf(stderr, "%s\n", cause != NULL ? cause : "cannot load the token file");
+	if (config->token_file != NULL &&
+	    tokens_load(config->token_file, &tokens, &cause) < 0) {
+		fprintf(stderr, "%s\n",
+		    cause != NULL ? cause : "cannot load the token file");
 		free(cause);
 		conf_free(config);
 		return 1;
@@ -155,8 +160,8 @@ main(int argc, char **argv)
 		gw_log("cannot install the signal handlers");
 		goto out;
 	}
-	gw_log("kgymd-http %s: kgymd at %s, %zu token%s", PACKAGE_VERSION, config->socket,
-	    tokens_count(tokens), tokens_count(tokens) == 1 ? "" : "s");
+	gw_log("kgymd-http %s: kgymd at %s, %zu token%s", PACKAGE_VERSION,
+	    config->socket, tokens_count(tokens), tokens_count(tokens) == 1 ? "" : "s");
 	event_base_dispatch(base);
 	rc = 0;
 out:

@@ -16,29 +16,36 @@
 #include "gateway.h"
 
 /* Histogram bounds, in seconds. */
-static const double bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-	0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800 };
+static const double bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+	0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800 };
 #define NBOUNDS (sizeof bounds / sizeof bounds[0])
 static const int codes[] = { 200, 400, 401, 404, 405, 409, 413, 429, 503 };
 #define NCODES (sizeof codes / sizeof codes[0])
 
 struct histogram {
-	uint64_t buckets[NBOUNDS];	/* non-cumulative; written out cumulative */
+	uint64_t buckets[NBOUNDS]; /* non-cumulative; written out cumulative */
 	uint64_t count;
 	double sum;
 };
 
 static const char *const route_names[ROUTE__COUNT] = {
-	[ROUTE_ROOT] = "/", [ROUTE_HEALTH] = "/health", [ROUTE_METRICS] = "/metrics",
-	[ROUTE_WORKERS] = "/workers/status", [ROUTE_QUEUE] = "/queue/status",
-	[ROUTE_EVALUATE] = "/evaluate", [ROUTE_BATCH] = "/evaluate/batch",
+	[ROUTE_ROOT] = "/",
+	[ROUTE_HEALTH] = "/health",
+	[ROUTE_METRICS] = "/metrics",
+	[ROUTE_WORKERS] = "/workers/status",
+	[ROUTE_QUEUE] = "/queue/status",
+	[ROUTE_EVALUATE] = "/evaluate",
+	[ROUTE_BATCH] = "/evaluate/batch",
 	[ROUTE_WORKFLOW_SUBMIT] = "/workflow/submit",
-	[ROUTE_WORKFLOW_RESULTS] = "/workflow/results/{id}", [ROUTE_STATUS] = "/status/{id}",
-	[ROUTE_RESULTS] = "/results/{id}", [ROUTE_CANCEL] = "/tasks/{id}", [ROUTE_OTHER] = "other",
+	[ROUTE_WORKFLOW_RESULTS] = "/workflow/results/{id}",
+	[ROUTE_STATUS] = "/status/{id}",
+	[ROUTE_RESULTS] = "/results/{id}",
+	[ROUTE_CANCEL] = "/tasks/{id}",
+	[ROUTE_OTHER] = "other",
 };
 
 static struct {
-	uint64_t requests[ROUTE__COUNT][NCODES + 1];	/* last: any other code */
+	uint64_t requests[ROUTE__COUNT][NCODES + 1]; /* last: any other code */
 	struct histogram latency[ROUTE__COUNT];
 	struct histogram evaluate;
 } m;
@@ -62,21 +69,22 @@ histogram_add(struct histogram *h, double seconds)
 }
 
 static void
-histogram_print(FILE *fp, const char *name, const char *labels, const struct histogram *h)
+histogram_print(
+    FILE *fp, const char *name, const char *labels, const struct histogram *h)
 {
 	uint64_t cum = 0;
 	size_t i;
 
 	for (i = 0; i < NBOUNDS; i++) {
 		cum += h->buckets[i];
-		fprintf(fp, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, *labels ? "," : "",
-		    bounds[i], (unsigned long long)cum);
+		fprintf(fp, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels,
+		    *labels ? "," : "", bounds[i], (unsigned long long)cum);
 	}
-	fprintf(fp, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, *labels ? "," : "",
-	    (unsigned long long)h->count);
+	fprintf(fp, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels,
+	    *labels ? "," : "", (unsigned long long)h->count);
 	if (*labels != '\0')
-		fprintf(fp, "%s_sum{%s} %.6f\n%s_count{%s} %llu\n", name, labels, h->sum, name,
-		    labels, (unsigned long long)h->count);
+		fprintf(fp, "%s_sum{%s} %.6f\n%s_count{%s} %llu\n", name, labels,
+		    h->sum, name, labels, (unsigned long long)h->count);
 	else
 		fprintf(fp, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name,
 		    (unsigned long long)h->count);
@@ -119,32 +127,43 @@ metrics_gateway(FILE *fp)
 	char labels[96];
 	size_t r, i;
 
-	fprintf(fp, "# HELP kgymd_http_up Whether the gateway is connected to kgymd.\n"
-	    "# TYPE kgymd_http_up gauge\nkgymd_http_up %d\n", up_ready() ? 1 : 0);
-	fprintf(fp, "# HELP kgymd_http_upstream_calls Requests to kgymd in flight (waits included).\n"
+	fprintf(fp,
+	    "# HELP kgymd_http_up Whether the gateway is connected to kgymd.\n"
+	    "# TYPE kgymd_http_up gauge\nkgymd_http_up %d\n",
+	    up_ready() ? 1 : 0);
+	fprintf(fp,
+	    "# HELP kgymd_http_upstream_calls Requests to kgymd in flight (waits included).\n"
 	    "# TYPE kgymd_http_upstream_calls gauge\nkgymd_http_upstream_calls %zu\n",
 	    up_calls_in_flight());
-	fprintf(fp, "# HELP kgymd_http_requests_total HTTP requests answered, by route and status.\n"
+	fprintf(fp,
+	    "# HELP kgymd_http_requests_total HTTP requests answered, by route and status.\n"
 	    "# TYPE kgymd_http_requests_total counter\n");
 	for (r = 0; r < ROUTE__COUNT; r++)
 		for (i = 0; i <= NCODES; i++)
 			if (m.requests[r][i] > 0) {
 				if (i < NCODES)
-					fprintf(fp, "kgymd_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
-					    route_names[r], codes[i], (unsigned long long)m.requests[r][i]);
+					fprintf(fp,
+					    "kgymd_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
+					    route_names[r], codes[i],
+					    (unsigned long long)m.requests[r][i]);
 				else
-					fprintf(fp, "kgymd_http_requests_total{route=\"%s\",code=\"other\"} %llu\n",
-					    route_names[r], (unsigned long long)m.requests[r][i]);
+					fprintf(fp,
+					    "kgymd_http_requests_total{route=\"%s\",code=\"other\"} %llu\n",
+					    route_names[r],
+					    (unsigned long long)m.requests[r][i]);
 			}
-	fprintf(fp, "# HELP kgymd_http_request_duration_seconds Time to answer, by route.\n"
+	fprintf(fp,
+	    "# HELP kgymd_http_request_duration_seconds Time to answer, by route.\n"
 	    "# TYPE kgymd_http_request_duration_seconds histogram\n");
 	for (r = 0; r < ROUTE__COUNT; r++) {
 		if (m.latency[r].count == 0)
 			continue;
 		snprintf(labels, sizeof labels, "route=\"%s\"", route_names[r]);
-		histogram_print(fp, "kgymd_http_request_duration_seconds", labels, &m.latency[r]);
+		histogram_print(
+		    fp, "kgymd_http_request_duration_seconds", labels, &m.latency[r]);
 	}
-	fprintf(fp, "# HELP kgymd_http_evaluate_seconds Synchronous /evaluate, arrival to the task's end.\n"
+	fprintf(fp,
+	    "# HELP kgymd_http_evaluate_seconds Synchronous /evaluate, arrival to the task's end.\n"
 	    "# TYPE kgymd_http_evaluate_seconds histogram\n");
 	histogram_print(fp, "kgymd_http_evaluate_seconds", "", &m.evaluate);
 }
@@ -152,34 +171,44 @@ metrics_gateway(FILE *fp)
 static void
 metrics_stats(FILE *fp, const json_t *stats)
 {
-	static const char *const states[] = { "queued", "running", "completed", "failed",
-		"cancelled" };
-	const json_t *tasks = json_object_get(stats, "tasks"), *lat = json_object_get(stats,
-	    "latency_ms"), *v;
+	static const char *const states[] = { "queued", "running", "completed",
+		"failed", "cancelled" };
+	const json_t *tasks = json_object_get(stats, "tasks"),
+		     *lat = json_object_get(stats, "latency_ms"), *v;
 	const char *kind;
 	size_t i;
 
-	fprintf(fp, "# HELP kgymd_tasks Tasks in kgymd's store, by state.\n# TYPE kgymd_tasks gauge\n");
+	fprintf(fp,
+	    "# HELP kgymd_tasks Tasks in kgymd's store, by state.\n# TYPE kgymd_tasks gauge\n");
 	for (i = 0; i < 5; i++)
 		fprintf(fp, "kgymd_tasks{state=\"%s\"} %lld\n", states[i],
 		    (long long)json_integer_value(json_object_get(tasks, states[i])));
-	fprintf(fp, "# HELP kgymd_queue_depth Tasks waiting for dispatch.\n# TYPE kgymd_queue_depth gauge\n"
-	    "kgymd_queue_depth %lld\n", (long long)json_integer_value(json_object_get(stats,
-	    "queue_depth")));
-	fprintf(fp, "# HELP kgymd_running Tasks running.\n# TYPE kgymd_running gauge\n"
-	    "kgymd_running %lld\n", (long long)json_integer_value(json_object_get(stats, "running")));
-	fprintf(fp, "# TYPE kgymd_submitted_total counter\nkgymd_submitted_total %lld\n"
+	fprintf(fp,
+	    "# HELP kgymd_queue_depth Tasks waiting for dispatch.\n# TYPE kgymd_queue_depth gauge\n"
+	    "kgymd_queue_depth %lld\n",
+	    (long long)json_integer_value(json_object_get(stats, "queue_depth")));
+	fprintf(fp,
+	    "# HELP kgymd_running Tasks running.\n# TYPE kgymd_running gauge\n"
+	    "kgymd_running %lld\n",
+	    (long long)json_integer_value(json_object_get(stats, "running")));
+	fprintf(fp,
+	    "# TYPE kgymd_submitted_total counter\nkgymd_submitted_total %lld\n"
 	    "# TYPE kgymd_finished_total counter\nkgymd_finished_total %lld\n",
 	    (long long)json_integer_value(json_object_get(stats, "submitted_total")),
 	    (long long)json_integer_value(json_object_get(stats, "finished_total")));
-	fprintf(fp, "# HELP kgymd_latency_seconds kgymd's own latency quantiles (queue, run, status).\n"
+	fprintf(fp,
+	    "# HELP kgymd_latency_seconds kgymd's own latency quantiles (queue, run, status).\n"
 	    "# TYPE kgymd_latency_seconds summary\n");
 	json_object_foreach((json_t *)lat, kind, v) {
 		if (json_is_number(json_object_get(v, "p50")))
-			fprintf(fp, "kgymd_latency_seconds{kind=\"%s\",quantile=\"0.5\"} %.6f\n", kind,
+			fprintf(fp,
+			    "kgymd_latency_seconds{kind=\"%s\",quantile=\"0.5\"} %.6f\n",
+			    kind,
 			    json_number_value(json_object_get(v, "p50")) / 1000.0);
 		if (json_is_number(json_object_get(v, "p99")))
-			fprintf(fp, "kgymd_latency_seconds{kind=\"%s\",quantile=\"0.99\"} %.6f\n", kind,
+			fprintf(fp,
+			    "kgymd_latency_seconds{kind=\"%s\",quantile=\"0.99\"} %.6f\n",
+			    kind,
 			    json_number_value(json_object_get(v, "p99")) / 1000.0);
 		fprintf(fp, "kgymd_latency_seconds_count{kind=\"%s\"} %lld\n", kind,
 		    (long long)json_integer_value(json_object_get(v, "samples")));
@@ -190,8 +219,8 @@ metrics_stats(FILE *fp, const json_t *stats)
 static void
 metrics_workers_of(FILE *fp, const char *gpu, const json_t *workers)
 {
-	static const char *const wstates[] = { "starting", "idle", "busy", "lock_wait", "stopping",
-		"down" };
+	static const char *const wstates[] = { "starting", "idle", "busy", "lock_wait",
+		"stopping", "down" };
 	const json_t *w;
 	size_t i, j, n;
 
@@ -202,7 +231,8 @@ metrics_workers_of(FILE *fp, const char *gpu, const json_t *workers)
 
 			n += s != NULL && strcmp(s, wstates[j]) == 0;
 		}
-		fprintf(fp, "kgymd_workers{gpu=\"%s\",state=\"%s\"} %zu\n", gpu, wstates[j], n);
+		fprintf(fp, "kgymd_workers{gpu=\"%s\",state=\"%s\"} %zu\n", gpu,
+		    wstates[j], n);
 	}
 }
 
@@ -214,25 +244,28 @@ metrics_workers(FILE *fp, const json_t *workers)
 	char gpu[32];
 	size_t i, j;
 
-	fprintf(fp, "# HELP kgymd_workers Workers by GPU (\"cpu\" for CPU workers) and state.\n"
+	fprintf(fp,
+	    "# HELP kgymd_workers Workers by GPU (\"cpu\" for CPU workers) and state.\n"
 	    "# TYPE kgymd_workers gauge\n");
 	json_array_foreach((json_t *)gpus, i, g) {
-		snprintf(gpu, sizeof gpu, "%lld", (long long)json_integer_value(json_object_get(g,
-		    "index")));
+		snprintf(gpu, sizeof gpu, "%lld",
+		    (long long)json_integer_value(json_object_get(g, "index")));
 		metrics_workers_of(fp, gpu, json_object_get(g, "workers"));
 	}
 	metrics_workers_of(fp, "cpu", json_object_get(workers, "cpu_workers"));
-	fprintf(fp, "# HELP kgymd_gpu_lock Each GPU's readers-writer lock: 1 for its state.\n"
+	fprintf(fp,
+	    "# HELP kgymd_gpu_lock Each GPU's readers-writer lock: 1 for its state.\n"
 	    "# TYPE kgymd_gpu_lock gauge\n");
 	json_array_foreach((json_t *)gpus, i, g) {
 		const char *lock = json_string_value(json_object_get(g, "lock"));
 
 		for (j = 0; j < 3; j++)
 			fprintf(fp, "kgymd_gpu_lock{gpu=\"%lld\",state=\"%s\"} %d\n",
-			    (long long)json_integer_value(json_object_get(g, "index")), locks[j],
-			    lock != NULL && strcmp(lock, locks[j]) == 0);
+			    (long long)json_integer_value(json_object_get(g, "index")),
+			    locks[j], lock != NULL && strcmp(lock, locks[j]) == 0);
 	}
-	fprintf(fp, "# TYPE kgymd_gpu_lock_readers gauge\n# TYPE kgymd_gpu_lock_waiting gauge\n");
+	fprintf(fp,
+	    "# TYPE kgymd_gpu_lock_readers gauge\n# TYPE kgymd_gpu_lock_waiting gauge\n");
 	json_array_foreach((json_t *)gpus, i, g) {
 		fprintf(fp, "kgymd_gpu_lock_readers{gpu=\"%lld\"} %lld\n",
 		    (long long)json_integer_value(json_object_get(g, "index")),
@@ -241,7 +274,8 @@ metrics_workers(FILE *fp, const json_t *workers)
 		    (long long)json_integer_value(json_object_get(g, "index")),
 		    json_array_size(json_object_get(g, "lock_waiting")));
 	}
-	fprintf(fp, "# TYPE kgymd_queued_jobs gauge\nkgymd_queued_jobs{kind=\"cpu\"} %lld\n"
+	fprintf(fp,
+	    "# TYPE kgymd_queued_jobs gauge\nkgymd_queued_jobs{kind=\"cpu\"} %lld\n"
 	    "kgymd_queued_jobs{kind=\"gpu\"} %lld\n",
 	    (long long)json_integer_value(json_object_get(workers, "queued_cpu_jobs")),
 	    (long long)json_integer_value(json_object_get(workers, "queued_gpu_jobs")));

@@ -35,14 +35,14 @@
 #include "gateway.h"
 
 struct gw_req {
-	struct evhttp_request *req;	/* NULL once answered */
+	struct evhttp_request *req; /* NULL once answered */
 	enum gw_route route;
-	const struct token *token;	/* NULL: no tokens, or an admin's */
+	const struct token *token; /* NULL: no tokens, or an admin's */
 	struct timespec t0;
-	char *arg;			/* decoded path argument */
+	char *arg; /* decoded path argument */
 	json_t *body;
-	void *state;			/* the handler's */
-	int calls;			/* calls to kgymd not ended */
+	void *state; /* the handler's */
+	int calls;   /* calls to kgymd not ended */
 };
 
 struct gw_callrec {
@@ -51,7 +51,7 @@ struct gw_callrec {
 };
 
 struct route {
-	const char *path;		/* exact, or a prefix ending in '/' */
+	const char *path; /* exact, or a prefix ending in '/' */
 	bool has_arg;
 	enum evhttp_cmd_type method;
 	enum gw_route id;
@@ -66,8 +66,10 @@ static const struct route routes[] = {
 	{ "/queue/status", false, EVHTTP_REQ_GET, ROUTE_QUEUE, info_queue },
 	{ "/evaluate", false, EVHTTP_REQ_POST, ROUTE_EVALUATE, evaluate_one },
 	{ "/evaluate/batch", false, EVHTTP_REQ_POST, ROUTE_BATCH, evaluate_batch },
-	{ "/workflow/submit", false, EVHTTP_REQ_POST, ROUTE_WORKFLOW_SUBMIT, workflow_submit },
-	{ "/workflow/results/", true, EVHTTP_REQ_GET, ROUTE_WORKFLOW_RESULTS, tasks_workflow_results },
+	{ "/workflow/submit", false, EVHTTP_REQ_POST, ROUTE_WORKFLOW_SUBMIT,
+	    workflow_submit },
+	{ "/workflow/results/", true, EVHTTP_REQ_GET, ROUTE_WORKFLOW_RESULTS,
+	    tasks_workflow_results },
 	{ "/status/", true, EVHTTP_REQ_GET, ROUTE_STATUS, tasks_status },
 	{ "/results/", true, EVHTTP_REQ_GET, ROUTE_RESULTS, tasks_results },
 	{ "/tasks/", true, EVHTTP_REQ_DELETE, ROUTE_CANCEL, tasks_cancel },
@@ -105,7 +107,8 @@ gw_req_age_ms(const struct gw_req *r)
 	struct timespec now;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - r->t0.tv_sec) * 1e3 + (double)(now.tv_nsec - r->t0.tv_nsec) / 1e6;
+	return (double)(now.tv_sec - r->t0.tv_sec) * 1e3 +
+	    (double)(now.tv_nsec - r->t0.tv_nsec) / 1e6;
 }
 
 const char *
@@ -129,7 +132,8 @@ gw_req_state(struct gw_req *r, size_t size)
 }
 
 static void
-gw_send(struct gw_req *r, int code, const char *content_type, const char *data, size_t len)
+gw_send(
+    struct gw_req *r, int code, const char *content_type, const char *data, size_t len)
 {
 	struct evkeyvalq *h;
 	struct evbuffer *buf;
@@ -152,7 +156,8 @@ gw_send(struct gw_req *r, int code, const char *content_type, const char *data, 
 }
 
 void
-gw_reply_text(struct gw_req *r, int code, const char *content_type, const char *text, size_t len)
+gw_reply_text(
+    struct gw_req *r, int code, const char *content_type, const char *text, size_t len)
 {
 	gw_send(r, code, content_type, text, len);
 }
@@ -163,8 +168,10 @@ gw_reply_json(struct gw_req *r, int code, const json_t *body)
 	char *text = json_dumps(body, JSON_COMPACT);
 
 	if (text == NULL) {
-		gw_send(r, 503, "application/json", "{\"error\":\"ServiceUnavailable\","
-		    "\"message\":\"out of memory\"}", 54);
+		gw_send(r, 503, "application/json",
+		    "{\"error\":\"ServiceUnavailable\","
+		    "\"message\":\"out of memory\"}",
+		    54);
 		return;
 	}
 	gw_send(r, code, "application/json", text, strlen(text));
@@ -175,14 +182,22 @@ static const char *
 gw_error_name(int code)
 {
 	switch (code) {
-	case 400: return "ValidationError";
-	case 401: return "Unauthorized";
-	case 404: return "NotFound";
-	case 405: return "MethodNotAllowed";
-	case 409: return "Conflict";
-	case 413: return "PayloadTooLarge";
-	case 429: return "TooManyRequests";
-	default: return "ServiceUnavailable";
+	case 400:
+		return "ValidationError";
+	case 401:
+		return "Unauthorized";
+	case 404:
+		return "NotFound";
+	case 405:
+		return "MethodNotAllowed";
+	case 409:
+		return "Conflict";
+	case 413:
+		return "PayloadTooLarge";
+	case 429:
+		return "TooManyRequests";
+	default:
+		return "ServiceUnavailable";
 	}
 }
 
@@ -208,10 +223,10 @@ gw_reply_errorv(struct gw_req *r, int code, const char *ecode, const char *field
 	else if (code == 401)
 		evhttp_add_header(h, "WWW-Authenticate", "Bearer");
 	body = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "error", gw_error_name(code),
-	    "message", message, "error_code", ecode,
-	    "field", field != NULL ? json_string(field) : json_null(),
-	    "task_id", task_id != NULL ? json_string(task_id) : json_null(),
-	    "timestamp", shape_time(shape_now_ms()));
+	    "message", message, "error_code", ecode, "field",
+	    field != NULL ? json_string(field) : json_null(), "task_id",
+	    task_id != NULL ? json_string(task_id) : json_null(), "timestamp",
+	    shape_time(shape_now_ms()));
 	gw_reply_json(r, code, body);
 	json_decref(body);
 }
@@ -231,7 +246,8 @@ void
 gw_reply_unavailable(struct gw_req *r)
 {
 	gw_reply_error(r, 503, "SERVICE_UNAVAILABLE", NULL, NULL, "%s; retry later",
-	    up_ready() ? "kgymd is not keeping up with the gateway's requests" : up_why_down());
+	    up_ready() ? "kgymd is not keeping up with the gateway's requests" :
+			 up_why_down());
 }
 
 /*
@@ -241,7 +257,8 @@ gw_reply_unavailable(struct gw_req *r)
 static void
 gw_field_of(const char *message, const char *prefix, char *field, size_t size)
 {
-	static const char ident[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.[]";
+	static const char ident[] =
+	    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.[]";
 	const char *s = strstr(message, "field '"), *e;
 	size_t n;
 
@@ -251,12 +268,14 @@ gw_field_of(const char *message, const char *prefix, char *field, size_t size)
 	} else if (message[0] == '\'') {
 		s = message + 1;
 	} else if ((n = strspn(message, ident)) > 0 && message[n] == ':') {
-		snprintf(field, size, "%s%.*s", prefix != NULL ? prefix : "", (int)n, message);
+		snprintf(field, size, "%s%.*s", prefix != NULL ? prefix : "", (int)n,
+		    message);
 		return;
 	} else {
 		return;
 	}
-	if ((e = strchr(s, '\'')) == NULL || e == s || strspn(s, ident) != (size_t)(e - s))
+	if ((e = strchr(s, '\'')) == NULL || e == s ||
+	    strspn(s, ident) != (size_t)(e - s))
 		return;
 	snprintf(field, size, "%s%.*s", prefix != NULL ? prefix : "", (int)(e - s), s);
 }
@@ -280,18 +299,22 @@ gw_reply_kgymd_error(struct gw_req *r, const json_t *reply, const char *task_id,
 		message += sizeof payload - 1;
 	if (strcmp(code, "bad_request") == 0 || strcmp(code, "bad_json") == 0) {
 		gw_field_of(message, field_prefix, field, sizeof field);
-		gw_reply_error(r, 400, "VALIDATION_ERROR", field[0] != '\0' ? field : NULL, task_id,
-		    "%s%s", field_prefix != NULL ? field_prefix : "", message);
+		gw_reply_error(r, 400, "VALIDATION_ERROR",
+		    field[0] != '\0' ? field : NULL, task_id, "%s%s",
+		    field_prefix != NULL ? field_prefix : "", message);
 	} else if (strcmp(code, "not_found") == 0) {
 		gw_reply_error(r, 404, "TASK_NOT_FOUND", NULL, task_id, "%s", message);
 	} else if (strcmp(code, "queue_full") == 0) {
 		gw_reply_error(r, 429, "QUEUE_FULL", NULL, task_id, "%s", message);
 	} else if (strcmp(code, "draining") == 0) {
-		gw_reply_error(r, 503, "SERVICE_DRAINING", NULL, task_id, "%s", message);
-	} else if (strcmp(code, "forbidden") == 0 && strstr(message, "task_id") != NULL &&
+		gw_reply_error(
+		    r, 503, "SERVICE_DRAINING", NULL, task_id, "%s", message);
+	} else if (strcmp(code, "forbidden") == 0 &&
+	    strstr(message, "task_id") != NULL &&
 	    strstr(message, "belongs to another") != NULL) {
 		gw_reply_error(r, 409, "TASK_ID_CONFLICT", "task_id", task_id,
-		    "task_id '%s' is taken by another client", task_id != NULL ? task_id : "");
+		    "task_id '%s' is taken by another client",
+		    task_id != NULL ? task_id : "");
 	} else if (strcmp(code, "forbidden") == 0) {
 		gw_reply_error(r, 503, "GATEWAY_FORBIDDEN", NULL, task_id,
 		    "kgymd does not let this gateway act for its tokens (gateway_uids)");
@@ -299,7 +322,8 @@ gw_reply_kgymd_error(struct gw_req *r, const json_t *reply, const char *task_id,
 		gw_reply_error(r, 413, "PAYLOAD_TOO_LARGE", NULL, task_id,
 		    "the request is larger than kgymd's max_request_bytes");
 	} else {
-		gw_reply_error(r, 503, "KGYMD_ERROR", NULL, task_id, "kgymd: %s", message);
+		gw_reply_error(
+		    r, 503, "KGYMD_ERROR", NULL, task_id, "kgymd: %s", message);
 	}
 }
 
@@ -370,8 +394,8 @@ gw_req_body(struct gw_req *r)
 	r->body = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (r->body == NULL) {
 		gw_reply_error(r, 400, "VALIDATION_ERROR", "body", NULL,
-		    "the body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-		    jerr.column);
+		    "the body is not valid JSON: %s (line %d, column %d)", jerr.text,
+		    jerr.line, jerr.column);
 		return NULL;
 	}
 	if (!json_is_object(r->body)) {
@@ -391,7 +415,8 @@ gw_authenticate(struct gw_req *r)
 
 	if (srv.tokens == NULL)
 		return true;
-	auth = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
+	auth = evhttp_find_header(
+	    evhttp_request_get_input_headers(r->req), "Authorization");
 	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0) {
 		gw_reply_error(r, 401, "UNAUTHORIZED", "Authorization", NULL,
 		    "expected the header Authorization: Bearer TOKEN");
@@ -402,11 +427,12 @@ gw_authenticate(struct gw_req *r)
 	len = strlen(auth);
 	r->token = tokens_find(srv.tokens, auth, len);
 	if (r->token == NULL) {
-		gw_reply_error(r, 401, "UNAUTHORIZED", "Authorization", NULL, "the token is not valid");
+		gw_reply_error(r, 401, "UNAUTHORIZED", "Authorization", NULL,
+		    "the token is not valid");
 		return false;
 	}
 	if (r->token->admin)
-		r->token = NULL;	/* acts as the gateway itself */
+		r->token = NULL; /* acts as the gateway itself */
 	else if (!up_is_gateway() && up_ready()) {
 		gw_reply_error(r, 503, "GATEWAY_FORBIDDEN", NULL, NULL,
 		    "kgymd does not let this gateway act for its tokens (gateway_uids)");
@@ -416,7 +442,8 @@ gw_authenticate(struct gw_req *r)
 }
 
 static const struct route *
-gw_route(const char *path, bool *ret_method_ok, enum evhttp_cmd_type method, const char **ret_arg)
+gw_route(const char *path, bool *ret_method_ok, enum evhttp_cmd_type method,
+    const char **ret_arg)
 {
 	const struct route *rt;
 	size_t i, n;
@@ -425,7 +452,8 @@ gw_route(const char *path, bool *ret_method_ok, enum evhttp_cmd_type method, con
 		rt = &routes[i];
 		n = strlen(rt->path);
 		if (rt->has_arg ? (strncmp(path, rt->path, n) != 0 || path[n] == '\0' ||
-		    strchr(path + n, '/') != NULL) : strcmp(path, rt->path) != 0)
+				      strchr(path + n, '/') != NULL) :
+				  strcmp(path, rt->path) != 0)
 			continue;
 		*ret_arg = rt->has_arg ? path + n : NULL;
 		*ret_method_ok = rt->method == method;
@@ -444,7 +472,8 @@ static void
 gw_dispatch(struct evhttp_request *req, void *arg)
 {
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-	const char *path = uri != NULL ? evhttp_uri_get_path(uri) : NULL, *rawarg = NULL;
+	const char *path = uri != NULL ? evhttp_uri_get_path(uri) : NULL,
+		   *rawarg = NULL;
 	const struct route *rt = NULL;
 	bool method_ok = false;
 	struct gw_req *r;
@@ -465,7 +494,8 @@ gw_dispatch(struct evhttp_request *req, void *arg)
 		return;
 	}
 	if (path != NULL && *path != '\0')
-		rt = gw_route(path, &method_ok, evhttp_request_get_command(req), &rawarg);
+		rt = gw_route(
+		    path, &method_ok, evhttp_request_get_command(req), &rawarg);
 	if (rt == NULL) {
 		gw_reply_error(r, 404, "NOT_FOUND", NULL, NULL, "no such endpoint");
 		return;
@@ -474,8 +504,8 @@ gw_dispatch(struct evhttp_request *req, void *arg)
 	if (!method_ok) {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
 		    gw_method_name(rt->method));
-		gw_reply_error(r, 405, "METHOD_NOT_ALLOWED", NULL, NULL, "%s takes %s only",
-		    rt->path, gw_method_name(rt->method));
+		gw_reply_error(r, 405, "METHOD_NOT_ALLOWED", NULL, NULL,
+		    "%s takes %s only", rt->path, gw_method_name(rt->method));
 		return;
 	}
 	if (rt->id != ROUTE_HEALTH && !gw_authenticate(r))
@@ -483,7 +513,8 @@ gw_dispatch(struct evhttp_request *req, void *arg)
 	if (rawarg != NULL) {
 		r->arg = evhttp_uridecode(rawarg, 0, &arglen);
 		/* strlen: a %00 must not cut the id short. */
-		if (r->arg == NULL || strlen(r->arg) != arglen || !shape_task_id_ok(r->arg)) {
+		if (r->arg == NULL || strlen(r->arg) != arglen ||
+		    !shape_task_id_ok(r->arg)) {
 			gw_reply_error(r, 404, "TASK_NOT_FOUND", "task_id", NULL,
 			    "no task with that task_id (a task_id is 1 to 128 characters of "
 			    "A-Z, a-z, 0-9, '.', '_', ':' and '-')");
@@ -499,8 +530,8 @@ gw_dispatch(struct evhttp_request *req, void *arg)
 }
 
 int
-server_start(struct event_base *base, const struct gw_config *config, struct token_set *tokens,
-    char **ret_cause)
+server_start(struct event_base *base, const struct gw_config *config,
+    struct token_set *tokens, char **ret_cause)
 {
 	struct evhttp_bound_socket *handle;
 	struct sockaddr_storage ss;
@@ -513,8 +544,9 @@ server_start(struct event_base *base, const struct gw_config *config, struct tok
 		return -ENOMEM;
 	evhttp_set_max_body_size(srv.http, (ev_ssize_t)config->max_body_bytes);
 	evhttp_set_max_headers_size(srv.http, 64 * 1024);
-	evhttp_set_allowed_methods(srv.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
-	    EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+	evhttp_set_allowed_methods(srv.http,
+	    EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
+		EVHTTP_REQ_PUT | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
 	/*
 	 * An idle keep-alive connection, or a client that stops sending its
 	 * request, is dropped after this long; a request held for its task's
@@ -524,20 +556,21 @@ server_start(struct event_base *base, const struct gw_config *config, struct tok
 	/* Read what is left of a refused body, so the client sees the 413. */
 	evhttp_set_flags(srv.http, EVHTTP_SERVER_LINGERING_CLOSE);
 	evhttp_set_gencb(srv.http, gw_dispatch, NULL);
-	handle = evhttp_bind_socket_with_handle(srv.http, config->listen_host,
-	    (ev_uint16_t)config->listen_port);
+	handle = evhttp_bind_socket_with_handle(
+	    srv.http, config->listen_host, (ev_uint16_t)config->listen_port);
 	if (handle == NULL) {
-		if (asprintf(ret_cause, "cannot listen on %s port %d: %s", config->listen_host,
-		    config->listen_port, strerror(errno)) < 0)
+		if (asprintf(ret_cause, "cannot listen on %s port %d: %s",
+			config->listen_host, config->listen_port, strerror(errno)) < 0)
 			*ret_cause = NULL;
 		evhttp_free(srv.http);
 		srv.http = NULL;
 		return -EADDRINUSE;
 	}
 	/* Port 0 picks one: say which (the tests read this line). */
-	if (getsockname(evhttp_bound_socket_get_fd(handle), (struct sockaddr *)&ss, &sslen) == 0 &&
-	    getnameinfo((struct sockaddr *)&ss, sslen, host, sizeof host, port, sizeof port,
-	    NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+	if (getsockname(evhttp_bound_socket_get_fd(handle), (struct sockaddr *)&ss,
+		&sslen) == 0 &&
+	    getnameinfo((struct sockaddr *)&ss, sslen, host, sizeof host, port,
+		sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) == 0)
 		gw_log("listening on %s port %s%s", host, port,
 		    tokens != NULL ? " (bearer tokens required)" : "");
 	return 0;

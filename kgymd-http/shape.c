@@ -17,13 +17,14 @@
 
 #include "gateway.h"
 
-#define SHAPE_TIMEOUT_MAX	86400
+#define SHAPE_TIMEOUT_MAX 86400
 
-static json_t *shape_fail(struct shape_error *err, const char *prefix, const char *field,
-    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static json_t *shape_fail(struct shape_error *err, const char *prefix,
+    const char *field, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static json_t *
-shape_fail(struct shape_error *err, const char *prefix, const char *field, const char *fmt, ...)
+shape_fail(struct shape_error *err, const char *prefix, const char *field,
+    const char *fmt, ...)
 {
 	char why[400];
 	va_list ap;
@@ -41,21 +42,31 @@ shape_task_id_ok(const char *id)
 {
 	size_t len = strlen(id);
 
-	return len >= 1 && len <= GW_TASK_ID_MAX && strspn(id,
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") == len;
+	return len >= 1 && len <= GW_TASK_ID_MAX &&
+	    strspn(id,
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") ==
+	    len;
 }
 
 static const char *
 shape_type(const json_t *v)
 {
 	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a number";
-	case JSON_TRUE: case JSON_FALSE: return "a boolean";
-	default: return "null";
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+		return "an integer";
+	case JSON_REAL:
+		return "a number";
+	case JSON_TRUE:
+	case JSON_FALSE:
+		return "a boolean";
+	default:
+		return "null";
 	}
 }
 
@@ -71,7 +82,8 @@ shape_string(const json_t *body, const char *key, const char *def, const char **
 		return true;
 	}
 	if (!json_is_string(v)) {
-		shape_fail(err, prefix, key, "expected a string, got %s", shape_type(v));
+		shape_fail(
+		    err, prefix, key, "expected a string, got %s", shape_type(v));
 		return false;
 	}
 	*ret = json_string_value(v);
@@ -89,7 +101,8 @@ shape_one_of(const char *value, const char *const *allowed)
 
 /* The task's own fields, common to both forms. */
 static json_t *
-shape_task_common(const json_t *body, json_t *task, const char *prefix, struct shape_error *err)
+shape_task_common(
+    const json_t *body, json_t *task, const char *prefix, struct shape_error *err)
 {
 	static const char *const prios[] = { "high", "normal", "low", NULL };
 	const json_t *timeout = json_object_get(body, "timeout");
@@ -99,26 +112,29 @@ shape_task_common(const json_t *body, json_t *task, const char *prefix, struct s
 	if (!shape_string(body, "priority", "normal", &prio, prefix, err))
 		return NULL;
 	if (!shape_one_of(prio, prios))
-		return shape_fail(err, prefix, "priority", "expected high, normal or low, got '%.32s'",
-		    prio);
+		return shape_fail(err, prefix, "priority",
+		    "expected high, normal or low, got '%.32s'", prio);
 	json_object_set_new(task, "priority", json_string(prio));
 	if (timeout != NULL && !json_is_null(timeout)) {
 		if (!json_is_number(timeout))
-			return shape_fail(err, prefix, "timeout", "expected a number of seconds, got %s",
+			return shape_fail(err, prefix, "timeout",
+			    "expected a number of seconds, got %s",
 			    shape_type(timeout));
-		if (json_number_value(timeout) < 1 || json_number_value(timeout) > SHAPE_TIMEOUT_MAX)
-			return shape_fail(err, prefix, "timeout", "expected 1 to %d seconds",
-			    SHAPE_TIMEOUT_MAX);
-		json_object_set_new(task, "timeout_s", json_real(json_number_value(timeout)));
+		if (json_number_value(timeout) < 1 ||
+		    json_number_value(timeout) > SHAPE_TIMEOUT_MAX)
+			return shape_fail(err, prefix, "timeout",
+			    "expected 1 to %d seconds", SHAPE_TIMEOUT_MAX);
+		json_object_set_new(
+		    task, "timeout_s", json_real(json_number_value(timeout)));
 	}
 	if (res != NULL && !json_is_null(res)) {
 		if (!json_is_object(res))
-			return shape_fail(err, prefix, "resources", "expected an object, got %s",
-			    shape_type(res));
+			return shape_fail(err, prefix, "resources",
+			    "expected an object, got %s", shape_type(res));
 		/* KernelGYM's {"gpus": N} has no meaning here; device memory does. */
 		if ((mem = json_object_get(res, "gpu_memory_bytes")) != NULL)
-			json_object_set_new(task, "resources", json_pack("{s:O}", "gpu_memory_bytes",
-			    mem));
+			json_object_set_new(task, "resources",
+			    json_pack("{s:O}", "gpu_memory_bytes", mem));
 	}
 	return task;
 }
@@ -127,8 +143,8 @@ shape_task_common(const json_t *body, json_t *task, const char *prefix, struct s
 static json_t *
 shape_payload(const json_t *body)
 {
-	static const char *const own[] = { "task_id", "priority", "timeout", "workflow", "resources",
-		NULL };
+	static const char *const own[] = { "task_id", "priority", "timeout", "workflow",
+		"resources", NULL };
 	json_t *payload = json_object(), *v;
 	const char *key;
 
@@ -141,10 +157,11 @@ shape_payload(const json_t *body)
 }
 
 static json_t *
-shape_evaluation_task(const json_t *body, json_t *task, const char *prefix,
-    struct shape_error *err)
+shape_evaluation_task(
+    const json_t *body, json_t *task, const char *prefix, struct shape_error *err)
 {
-	static const char *const backends[] = { "triton", "cuda", "torch", "nvrtc", NULL };
+	static const char *const backends[] = { "triton", "cuda", "torch", "nvrtc",
+		NULL };
 	const char *id, *workflow, *backend, *code;
 	json_t *payload;
 
@@ -153,8 +170,10 @@ shape_evaluation_task(const json_t *body, json_t *task, const char *prefix,
 	if (id == NULL)
 		return shape_fail(err, prefix, "task_id", "missing: expected a string");
 	if (!shape_task_id_ok(id))
-		return shape_fail(err, prefix, "task_id", "expected 1 to %d characters of A-Z, a-z, "
-		    "0-9, '.', '_', ':' and '-'", GW_TASK_ID_MAX);
+		return shape_fail(err, prefix, "task_id",
+		    "expected 1 to %d characters of A-Z, a-z, "
+		    "0-9, '.', '_', ':' and '-'",
+		    GW_TASK_ID_MAX);
 	if (!shape_string(body, "workflow", "kernelbench", &workflow, prefix, err) ||
 	    !shape_string(body, "backend", NULL, &backend, prefix, err))
 		return NULL;
@@ -165,16 +184,21 @@ shape_evaluation_task(const json_t *body, json_t *task, const char *prefix,
 	if (strcmp(workflow, "kernelbench") == 0) {
 		if (backend != NULL && !shape_one_of(backend, backends))
 			return shape_fail(err, prefix, "backend",
-			    "expected triton, cuda, torch or nvrtc, got '%.32s'", backend);
+			    "expected triton, cuda, torch or nvrtc, got '%.32s'",
+			    backend);
 		/* KernelGYM's default backend. */
 		if (backend == NULL)
-			json_object_set_new(payload, "backend", json_string(backend = "triton"));
+			json_object_set_new(
+			    payload, "backend", json_string(backend = "triton"));
 		if (strcmp(backend, "nvrtc") != 0) {
-			if (!shape_string(body, "kernel_code", NULL, &code, prefix, err))
+			if (!shape_string(
+				body, "kernel_code", NULL, &code, prefix, err))
 				return NULL;
 			if (code == NULL)
-				return shape_fail(err, prefix, "kernel_code", "missing: expected a string");
-			if (!shape_string(body, "reference_code", NULL, &code, prefix, err))
+				return shape_fail(err, prefix, "kernel_code",
+				    "missing: expected a string");
+			if (!shape_string(
+				body, "reference_code", NULL, &code, prefix, err))
 				return NULL;
 			if (code == NULL)
 				return shape_fail(err, prefix, "reference_code",
@@ -185,7 +209,8 @@ shape_evaluation_task(const json_t *body, json_t *task, const char *prefix,
 }
 
 static json_t *
-shape_workflow_task(const json_t *body, json_t *task, const char *prefix, struct shape_error *err)
+shape_workflow_task(
+    const json_t *body, json_t *task, const char *prefix, struct shape_error *err)
 {
 	const json_t *payload = json_object_get(body, "payload"), *force;
 	const char *id, *workflow;
@@ -195,15 +220,17 @@ shape_workflow_task(const json_t *body, json_t *task, const char *prefix, struct
 	    !shape_string(body, "workflow", "kernelbench", &workflow, prefix, err))
 		return NULL;
 	if (id != NULL && !shape_task_id_ok(id))
-		return shape_fail(err, prefix, "task_id", "expected 1 to %d characters of A-Z, a-z, "
-		    "0-9, '.', '_', ':' and '-'", GW_TASK_ID_MAX);
+		return shape_fail(err, prefix, "task_id",
+		    "expected 1 to %d characters of A-Z, a-z, "
+		    "0-9, '.', '_', ':' and '-'",
+		    GW_TASK_ID_MAX);
 	if (payload != NULL && !json_is_null(payload) && !json_is_object(payload))
 		return shape_fail(err, prefix, "payload", "expected an object, got %s",
 		    shape_type(payload));
 	force = json_object_get(body, "force_refresh");
 	if (force != NULL && !json_is_null(force) && !json_is_boolean(force))
-		return shape_fail(err, prefix, "force_refresh", "expected a boolean, got %s",
-		    shape_type(force));
+		return shape_fail(err, prefix, "force_refresh",
+		    "expected a boolean, got %s", shape_type(force));
 	if (id != NULL)
 		json_object_set_new(task, "task_id", json_string(id));
 	json_object_set_new(task, "workflow", json_string(workflow));
@@ -215,7 +242,8 @@ shape_workflow_task(const json_t *body, json_t *task, const char *prefix, struct
 }
 
 json_t *
-shape_task(const json_t *body, bool workflow_form, const char *prefix, struct shape_error *err)
+shape_task(
+    const json_t *body, bool workflow_form, const char *prefix, struct shape_error *err)
 {
 	json_t *task = json_object(), *ok;
 
@@ -225,7 +253,7 @@ shape_task(const json_t *body, bool workflow_form, const char *prefix, struct sh
 		    "expected an object, got %s", shape_type(body));
 	}
 	ok = workflow_form ? shape_workflow_task(body, task, prefix, err) :
-	    shape_evaluation_task(body, task, prefix, err);
+			     shape_evaluation_task(body, task, prefix, err);
 	if (ok == NULL) {
 		json_decref(task);
 		return NULL;
@@ -242,7 +270,7 @@ shape_status(const char *state)
 		return "pending";
 	if (strcmp(state, "running") == 0)
 		return "processing";
-	return state;			/* completed, failed, cancelled */
+	return state; /* completed, failed, cancelled */
 }
 
 int64_t
@@ -263,8 +291,9 @@ shape_time(int64_t ms)
 
 	if (ms <= 0 || gmtime_r(&s, &tm) == NULL)
 		return json_null();
-	snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+	snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+	    tm.tm_sec, (int)(ms % 1000));
 	return json_string(buf);
 }
 
@@ -279,7 +308,9 @@ shape_evaluation(const char *task_id, const char *state, const json_t *result,
 		json_object_set_new(out, "status", json_string(shape_status(state)));
 	json_object_set_new(out, "submitted_at", shape_time(submitted_ms));
 	json_object_set_new(out, "completed_at", shape_time(completed_ms));
-	json_object_set_new(out, "processing_time", submitted_ms > 0 && completed_ms >= submitted_ms ?
-	    json_real((double)(completed_ms - submitted_ms) / 1000.0) : json_null());
+	json_object_set_new(out, "processing_time",
+	    submitted_ms > 0 && completed_ms >= submitted_ms ?
+		json_real((double)(completed_ms - submitted_ms) / 1000.0) :
+		json_null());
 	return out;
 }

@@ -14,7 +14,7 @@
 #include "gateway.h"
 
 struct task_state {
-	json_t *status;			/* kgymd's status reply */
+	json_t *status; /* kgymd's status reply */
 	bool workflow_form;
 };
 
@@ -29,25 +29,25 @@ tasks_time(const json_t *status, const char *key)
 static bool
 tasks_terminal(const char *state)
 {
-	return state != NULL && (strcmp(state, "completed") == 0 || strcmp(state, "failed") == 0 ||
-	    strcmp(state, "cancelled") == 0);
+	return state != NULL &&
+	    (strcmp(state, "completed") == 0 || strcmp(state, "failed") == 0 ||
+		strcmp(state, "cancelled") == 0);
 }
 
 /* KernelGYM's TaskStatusResponse, with error_message and kgymd's timestamps. */
 static json_t *
 tasks_status_body(const json_t *s)
 {
-	return json_pack("{s:O?, s:s, s:O?, s:O?, s:n, s:n, s:n, s:n, s:o, s:o, s:o, s:O?, s:O?, s:O?}",
-	    "task_id", json_object_get(s, "task_id"),
-	    "status", shape_status(json_string_value(json_object_get(s, "state"))),
-	    "error_message", json_object_get(s, "error_message"),
-	    "error_code", json_object_get(s, "error_code"),
-	    "queue_position", "progress", "estimated_completion", "assigned_device",
-	    "submitted_at", tasks_time(s, "created_ms"),
-	    "started_at", tasks_time(s, "started_ms"),
-	    "completed_at", tasks_time(s, "finished_ms"),
-	    "attempt", json_object_get(s, "attempt"),
-	    "workflow", json_object_get(s, "workflow"),
+	return json_pack(
+	    "{s:O?, s:s, s:O?, s:O?, s:n, s:n, s:n, s:n, s:o, s:o, s:o, s:O?, s:O?, s:O?}",
+	    "task_id", json_object_get(s, "task_id"), "status",
+	    shape_status(json_string_value(json_object_get(s, "state"))),
+	    "error_message", json_object_get(s, "error_message"), "error_code",
+	    json_object_get(s, "error_code"), "queue_position", "progress",
+	    "estimated_completion", "assigned_device", "submitted_at",
+	    tasks_time(s, "created_ms"), "started_at", tasks_time(s, "started_ms"),
+	    "completed_at", tasks_time(s, "finished_ms"), "attempt",
+	    json_object_get(s, "attempt"), "workflow", json_object_get(s, "workflow"),
 	    "priority", json_object_get(s, "priority"));
 }
 
@@ -69,8 +69,9 @@ tasks_status_cb(const json_t *msg, bool last, void *arg)
 void
 tasks_status(struct gw_req *r)
 {
-	if (gw_call(r, json_pack("{s:s, s:s}", "op", "status", "task_id", gw_req_arg(r)),
-	    tasks_status_cb) < 0)
+	if (gw_call(r,
+		json_pack("{s:s, s:s}", "op", "status", "task_id", gw_req_arg(r)),
+		tasks_status_cb) < 0)
 		gw_reply_unavailable(r);
 }
 
@@ -93,15 +94,18 @@ tasks_result_cb(const json_t *msg, bool last, void *arg)
 	}
 	state = json_string_value(json_object_get(msg, "state"));
 	if (st->workflow_form) {
-		out = json_pack("{s:s, s:s, s:O?, s:O?, s:O?, s:o, s:o}", "task_id", gw_req_arg(r),
-		    "status", shape_status(state), "result", json_object_get(msg, "result"),
-		    "error_message", json_object_get(json_object_get(msg, "result"), "error_message"),
-		    "error_code", json_object_get(json_object_get(msg, "result"), "error_code"),
-		    "submitted_at", tasks_time(s, "created_ms"),
-		    "completed_at", tasks_time(s, "finished_ms"));
+		out = json_pack("{s:s, s:s, s:O?, s:O?, s:O?, s:o, s:o}", "task_id",
+		    gw_req_arg(r), "status", shape_status(state), "result",
+		    json_object_get(msg, "result"), "error_message",
+		    json_object_get(json_object_get(msg, "result"), "error_message"),
+		    "error_code",
+		    json_object_get(json_object_get(msg, "result"), "error_code"),
+		    "submitted_at", tasks_time(s, "created_ms"), "completed_at",
+		    tasks_time(s, "finished_ms"));
 	} else {
-		out = shape_evaluation(gw_req_arg(r), state, json_object_get(msg, "result"),
-		    json_integer_value(created), json_integer_value(finished));
+		out = shape_evaluation(gw_req_arg(r), state,
+		    json_object_get(msg, "result"), json_integer_value(created),
+		    json_integer_value(finished));
 	}
 	gw_reply_json(r, 200, out);
 	json_decref(out);
@@ -142,8 +146,9 @@ tasks_results_status_cb(const json_t *msg, bool last, void *arg)
 		return;
 	}
 	st->status = json_deep_copy(msg);
-	if (gw_call(r, json_pack("{s:s, s:s}", "op", "result", "task_id", gw_req_arg(r)),
-	    tasks_result_cb) < 0) {
+	if (gw_call(r,
+		json_pack("{s:s, s:s}", "op", "result", "task_id", gw_req_arg(r)),
+		tasks_result_cb) < 0) {
 		json_decref(st->status);
 		st->status = NULL;
 		gw_reply_unavailable(r);
@@ -158,8 +163,9 @@ tasks_results_common(struct gw_req *r, bool workflow_form)
 	if (st == NULL)
 		return gw_reply_unavailable(r);
 	st->workflow_form = workflow_form;
-	if (gw_call(r, json_pack("{s:s, s:s}", "op", "status", "task_id", gw_req_arg(r)),
-	    tasks_results_status_cb) < 0)
+	if (gw_call(r,
+		json_pack("{s:s, s:s}", "op", "status", "task_id", gw_req_arg(r)),
+		tasks_results_status_cb) < 0)
 		gw_reply_unavailable(r);
 }
 
@@ -195,7 +201,8 @@ tasks_cancel_cb(const json_t *msg, bool last, void *arg)
 void
 tasks_cancel(struct gw_req *r)
 {
-	if (gw_call(r, json_pack("{s:s, s:s}", "op", "cancel", "task_id", gw_req_arg(r)),
-	    tasks_cancel_cb) < 0)
+	if (gw_call(r,
+		json_pack("{s:s, s:s}", "op", "cancel", "task_id", gw_req_arg(r)),
+		tasks_cancel_cb) < 0)
 		gw_reply_unavailable(r);
 }

@@ -21,9 +21,9 @@
 
 #include "gateway.h"
 
-#define TOKEN_MIN	16
-#define TOKEN_MAX	256
-#define TOKENS_MAX	10000
+#define TOKEN_MIN 16
+#define TOKEN_MAX 256
+#define TOKENS_MAX 10000
 
 struct token_set {
 	struct token *tokens;
@@ -35,7 +35,8 @@ tokens_digest(const char *secret, size_t len, unsigned char out[32])
 {
 	unsigned int outlen = 0;
 
-	if (EVP_Digest(secret, len, out, &outlen, EVP_sha256(), NULL) != 1 || outlen != 32)
+	if (EVP_Digest(secret, len, out, &outlen, EVP_sha256(), NULL) != 1 ||
+	    outlen != 32)
 		return -EIO;
 	return 0;
 }
@@ -44,7 +45,9 @@ static bool
 tokens_name_ok(const char *s, size_t len)
 {
 	return len >= 1 && len <= GW_NAME_MAX &&
-	    strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") >= len;
+	    strspn(s,
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") >=
+	    len;
 }
 
 static int
@@ -57,7 +60,8 @@ tokens_cause(char **ret_cause, int rc, const char *path, int line, const char *w
 
 /* One line: NAME TOKEN [admin]. */
 static int
-tokens_line(struct token_set *set, char *line, const char *path, int lineno, char **ret_cause)
+tokens_line(
+    struct token_set *set, char *line, const char *path, int lineno, char **ret_cause)
 {
 	char *name, *secret, *role, *extra, *save = NULL;
 	struct token *t;
@@ -84,10 +88,11 @@ tokens_line(struct token_set *set, char *line, const char *path, int lineno, cha
 			    "a token is printable ASCII without spaces");
 	for (i = 0; i < set->n; i++)
 		if (strcmp(set->tokens[i].name, name) == 0)
-			return tokens_cause(ret_cause, -EEXIST, path, lineno,
-			    "a name appears twice");
+			return tokens_cause(
+			    ret_cause, -EEXIST, path, lineno, "a name appears twice");
 	if (set->n >= TOKENS_MAX)
-		return tokens_cause(ret_cause, -E2BIG, path, lineno, "more than 10000 tokens");
+		return tokens_cause(
+		    ret_cause, -E2BIG, path, lineno, "more than 10000 tokens");
 	t = realloc(set->tokens, (set->n + 1) * sizeof *t);
 	if (t == NULL)
 		return tokens_cause(ret_cause, -ENOMEM, path, lineno, "out of memory");
@@ -99,9 +104,10 @@ tokens_line(struct token_set *set, char *line, const char *path, int lineno, cha
 	if (tokens_digest(secret, strlen(secret), t->digest) < 0)
 		return tokens_cause(ret_cause, -EIO, path, lineno, "SHA-256 failed");
 	for (i = 0; i < set->n; i++)
-		if (CRYPTO_memcmp(set->tokens[i].digest, t->digest, sizeof t->digest) == 0)
-			return tokens_cause(ret_cause, -EEXIST, path, lineno,
-			    "a token appears twice");
+		if (CRYPTO_memcmp(set->tokens[i].digest, t->digest, sizeof t->digest) ==
+		    0)
+			return tokens_cause(
+			    ret_cause, -EEXIST, path, lineno, "a token appears twice");
 	set->n++;
 	OPENSSL_cleanse(secret, strlen(secret));
 	return 0;
@@ -119,7 +125,8 @@ tokens_load(const char *path, struct token_set **ret_set, char **ret_cause)
 
 	if ((fp = fopen(path, "re")) == NULL) {
 		rc = -errno;
-		if (asprintf(ret_cause, "%s: cannot open: %s", path, strerror(errno)) < 0)
+		if (asprintf(ret_cause, "%s: cannot open: %s", path, strerror(errno)) <
+		    0)
 			*ret_cause = NULL;
 		return rc;
 	}
@@ -143,7 +150,8 @@ tokens_load(const char *path, struct token_set **ret_set, char **ret_cause)
 	free(line);
 	fclose(fp);
 	if (rc == 0 && set->n == 0)
-		rc = tokens_cause(ret_cause, -ENOENT, path, lineno, "no tokens in the file");
+		rc = tokens_cause(
+		    ret_cause, -ENOENT, path, lineno, "no tokens in the file");
 	if (rc < 0) {
 		tokens_free(set);
 		return rc;

@@ -30,19 +30,19 @@
 
 #include "gateway.h"
 
-#define UP_BUCKETS		16384		/* calls by id: a power of two */
-#define UP_BACKOFF_MIN_MS	50
-#define UP_BACKOFF_MAX_MS	2000
-#define UP_LINE_MAX		(512u * 1024 * 1024)	/* kgymd's own reply backlog bound */
-#define UP_HELLO_ID		0
+#define UP_BUCKETS 16384 /* calls by id: a power of two */
+#define UP_BACKOFF_MIN_MS 50
+#define UP_BACKOFF_MAX_MS 2000
+#define UP_LINE_MAX (512u * 1024 * 1024) /* kgymd's own reply backlog bound */
+#define UP_HELLO_ID 0
 /* Requests kgymd has not read yet, at most: past it, 503 rather than grow. */
-#define UP_OUTPUT_MAX		(64u * 1024 * 1024)
+#define UP_OUTPUT_MAX (64u * 1024 * 1024)
 
 struct up_call {
 	json_int_t id;
 	up_cb cb;
 	void *arg;
-	bool waits;			/* ends with a "done" reply */
+	bool waits; /* ends with a "done" reply */
 	LIST_ENTRY(up_call) entry;
 };
 
@@ -134,8 +134,9 @@ static void
 up_hello_reply(const json_t *msg)
 {
 	if (!json_is_true(json_object_get(msg, "ok"))) {
-		gw_log("kgymd refused the gateway: %s", json_string_value(json_object_get(
-		    json_object_get(msg, "error"), "message")));
+		gw_log("kgymd refused the gateway: %s",
+		    json_string_value(
+			json_object_get(json_object_get(msg, "error"), "message")));
 		up_lost("kgymd refused the gateway's connection");
 		return;
 	}
@@ -143,8 +144,10 @@ up_hello_reply(const json_t *msg)
 	up.state = UP_READY;
 	up.why = NULL;
 	up.backoff_ms = 0;
-	gw_log("kgymd: connected (%s)", up.gateway ? "gateway_uids: principals enforced by kgymd" :
-	    "not in gateway_uids: tokens other than admin ones will be refused");
+	gw_log("kgymd: connected (%s)",
+	    up.gateway ?
+		"gateway_uids: principals enforced by kgymd" :
+		"not in gateway_uids: tokens other than admin ones will be refused");
 }
 
 /* One line from kgymd. */
@@ -177,8 +180,9 @@ up_line(const char *line, size_t len)
 		return;
 	}
 	ok = json_object_get(msg, "ok");
-	last = json_is_false(ok) || (json_is_true(ok) &&
-	    (!c->waits || json_is_true(json_object_get(msg, "done"))));
+	last = json_is_false(ok) ||
+	    (json_is_true(ok) &&
+		(!c->waits || json_is_true(json_object_get(msg, "done"))));
 	c->cb(msg, last, c->arg);
 	if (last)
 		up_call_end(c);
@@ -192,7 +196,8 @@ up_read_cb(struct bufferevent *bev, void *arg)
 	size_t len;
 	char *line;
 
-	while (up.bev == bev && (line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF)) != NULL) {
+	while (up.bev == bev &&
+	    (line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF)) != NULL) {
 		up_line(line, len);
 		free(line);
 	}
@@ -208,7 +213,8 @@ up_event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_CONNECTED) {
 		up.state = UP_HELLO;
-		hello = json_pack("{s:i, s:i, s:s}", "v", 1, "id", UP_HELLO_ID, "op", "hello");
+		hello = json_pack(
+		    "{s:i, s:i, s:s}", "v", 1, "id", UP_HELLO_ID, "op", "hello");
 		text = json_dumps(hello, JSON_COMPACT);
 		json_decref(hello);
 		if (text == NULL) {
@@ -221,8 +227,9 @@ up_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		up_lost(up.state == UP_CONNECTING ? "kgymd is not running (cannot connect to its socket)" :
-		    "kgymd closed the connection");
+		up_lost(up.state == UP_CONNECTING ?
+			"kgymd is not running (cannot connect to its socket)" :
+			"kgymd closed the connection");
 }
 
 static void
@@ -342,8 +349,7 @@ up_call(json_t *req, const char *as, up_cb cb, void *arg)
 		json_object_set_new(req, "on_behalf_of", json_string(as));
 	text = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
-	if (text == NULL ||
-	    bufferevent_write(up.bev, text, strlen(text)) < 0 ||
+	if (text == NULL || bufferevent_write(up.bev, text, strlen(text)) < 0 ||
 	    bufferevent_write(up.bev, "\n", 1) < 0)
 		rc = -ENOMEM;
 	free(text);

@@ -67,8 +67,10 @@ test_conf(void **state)
 
 	(void)state;
 	/* Defaults; kgymd's other keys and sections are not ours. */
-	path = write_file("kgymd.conf", "[kgymd]\nsocket = /run/x.sock\nworkers_per_gpu = 2\n"
-	    "[workers]\ncpu_workers = 1\n[plugin.python]\nx = y\n", 0644);
+	path = write_file("kgymd.conf",
+	    "[kgymd]\nsocket = /run/x.sock\nworkers_per_gpu = 2\n"
+	    "[workers]\ncpu_workers = 1\n[plugin.python]\nx = y\n",
+	    0644);
 	assert_int_equal(conf_load(path, &c, &cause), 0);
 	assert_string_equal(c->socket, "/run/x.sock");
 	assert_string_equal(c->listen_host, "127.0.0.1");
@@ -79,8 +81,10 @@ test_conf(void **state)
 	assert_int_equal(c->max_inflight, 10000);
 	conf_free(c);
 	free(path);
-	path = write_file("kgymd.conf", "[http]\nlisten = [::1]:8080\nmax_body_bytes = 64K\n"
-	    "max_inflight = 7\ntoken_file = /etc/tokens\n", 0644);
+	path = write_file("kgymd.conf",
+	    "[http]\nlisten = [::1]:8080\nmax_body_bytes = 64K\n"
+	    "max_inflight = 7\ntoken_file = /etc/tokens\n",
+	    0644);
 	assert_int_equal(conf_load(path, &c, &cause), 0);
 	assert_string_equal(c->listen_host, "::1");
 	assert_int_equal(c->listen_port, 8080);
@@ -98,7 +102,8 @@ test_conf(void **state)
 	expect_conf_error("[http]\nmax_body_bytes = 2G\n", "max_body_bytes");
 	expect_conf_error("[http]\nmax_body_bytes = -1\n", "max_body_bytes");
 	expect_conf_error("[http]\nmax_inflight = many\n", "max_inflight");
-	expect_conf_error("[http]\n\nmax_inflight = 1\nmax_inflight = 2\n", ":4: duplicate key");
+	expect_conf_error(
+	    "[http]\n\nmax_inflight = 1\nmax_inflight = 2\n", ":4: duplicate key");
 	expect_conf_error("[http]\nlisten_port = 1\n", "unknown key \"listen_port\"");
 	expect_conf_error("[kgymd]\nsocket = relative.sock\n", "socket");
 }
@@ -113,8 +118,8 @@ test_tokens(void **state)
 	char *path, *cause = NULL;
 
 	(void)state;
-	path = write_file("tokens", "# comment\n\nalice " ALICE "\nops ops-0123456789abcdef admin\n",
-	    0600);
+	path = write_file("tokens",
+	    "# comment\n\nalice " ALICE "\nops ops-0123456789abcdef admin\n", 0600);
 	assert_int_equal(tokens_load(path, &set, &cause), 0);
 	assert_int_equal(tokens_count(set), 2);
 	t = tokens_find(set, ALICE, strlen(ALICE));
@@ -142,8 +147,10 @@ test_tokens(void **state)
 		{ "alice " ALICE " admin more\n", 0600, "only the word admin" },
 		{ "alice " ALICE " root\n", 0600, "only the word admin" },
 		{ "al/ice " ALICE "\n", 0600, "a name is" },
-		{ "alice " ALICE "\nalice bob-0123456789abcdef\n", 0600, ":2: a name appears twice" },
-		{ "alice " ALICE "\nbob " ALICE "\n", 0600, ":2: a token appears twice" },
+		{ "alice " ALICE "\nalice bob-0123456789abcdef\n", 0600,
+		    ":2: a name appears twice" },
+		{ "alice " ALICE "\nbob " ALICE "\n", 0600,
+		    ":2: a token appears twice" },
 		{ "# nothing\n", 0600, "no tokens" },
 	};
 	size_t i;
@@ -154,7 +161,8 @@ test_tokens(void **state)
 		assert_true(tokens_load(path, &set, &cause) < 0);
 		assert_null(set);
 		if (cause == NULL || strstr(cause, bad[i].needle) == NULL)
-			fail_msg("case %zu: \"%s\" does not say \"%s\"", i, cause, bad[i].needle);
+			fail_msg("case %zu: \"%s\" does not say \"%s\"", i, cause,
+			    bad[i].needle);
 		free(cause);
 		cause = NULL;
 		free(path);
@@ -192,53 +200,71 @@ test_shape(void **state)
 	char *s;
 
 	(void)state;
-	task = task_of("{\"task_id\":\"t1\",\"reference_code\":\"r\",\"kernel_code\":\"k\","
+	task = task_of(
+	    "{\"task_id\":\"t1\",\"reference_code\":\"r\",\"kernel_code\":\"k\","
 	    "\"num_correct_trials\":5,\"timeout\":60,\"priority\":\"high\",\"enable_profiling\":null,"
-	    "\"resources\":{\"gpus\":2,\"gpu_memory_bytes\":1024}}", false, &err);
+	    "\"resources\":{\"gpus\":2,\"gpu_memory_bytes\":1024}}",
+	    false, &err);
 	assert_non_null(task);
 	assert_string_equal(json_string_value(json_object_get(task, "task_id")), "t1");
-	assert_string_equal(json_string_value(json_object_get(task, "workflow")), "kernelbench");
-	assert_string_equal(json_string_value(json_object_get(task, "priority")), "high");
+	assert_string_equal(
+	    json_string_value(json_object_get(task, "workflow")), "kernelbench");
+	assert_string_equal(
+	    json_string_value(json_object_get(task, "priority")), "high");
 	assert_true(json_number_value(json_object_get(task, "timeout_s")) == 60.0);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(task, "resources"),
-	    "gpu_memory_bytes")), 1024);
+	assert_int_equal(json_integer_value(json_object_get(
+			     json_object_get(task, "resources"), "gpu_memory_bytes")),
+	    1024);
 	payload = json_object_get(task, "payload");
 	/* KernelGYM's default backend; nulls dropped; the task's own fields lifted out. */
-	assert_string_equal(json_string_value(json_object_get(payload, "backend")), "triton");
+	assert_string_equal(
+	    json_string_value(json_object_get(payload, "backend")), "triton");
 	assert_null(json_object_get(payload, "enable_profiling"));
 	assert_null(json_object_get(payload, "task_id"));
 	assert_null(json_object_get(payload, "timeout"));
-	assert_int_equal(json_integer_value(json_object_get(payload, "num_correct_trials")), 5);
+	assert_int_equal(
+	    json_integer_value(json_object_get(payload, "num_correct_trials")), 5);
 	json_decref(task);
 
 	/* nvrtc needs no kernel_code: the plugin checks problem and solution. */
-	task = task_of("{\"task_id\":\"n\",\"backend\":\"nvrtc\",\"problem\":{}}", false, &err);
+	task = task_of(
+	    "{\"task_id\":\"n\",\"backend\":\"nvrtc\",\"problem\":{}}", false, &err);
 	assert_non_null(task);
 	json_decref(task);
-	task = task_of("{\"workflow\":\"selftest\",\"payload\":{\"a\":1},\"force_refresh\":true}",
+	task = task_of(
+	    "{\"workflow\":\"selftest\",\"payload\":{\"a\":1},\"force_refresh\":true}",
 	    true, &err);
 	assert_non_null(task);
 	assert_null(json_object_get(task, "task_id"));
-	assert_true(json_is_true(json_object_get(json_object_get(task, "payload"), "force_refresh")));
+	assert_true(json_is_true(
+	    json_object_get(json_object_get(task, "payload"), "force_refresh")));
 	json_decref(task);
 
 	expect_shape_error("[]", false, "body");
 	expect_shape_error("{\"kernel_code\":\"k\"}", false, "task_id");
-	expect_shape_error("{\"task_id\":\"a b\",\"kernel_code\":\"k\"}", false, "task_id");
-	expect_shape_error("{\"task_id\":\"t\",\"reference_code\":\"r\"}", false, "kernel_code");
-	expect_shape_error("{\"task_id\":\"t\",\"kernel_code\":\"k\"}", false, "reference_code");
-	expect_shape_error("{\"task_id\":\"t\",\"kernel_code\":1,\"reference_code\":\"r\"}", false,
+	expect_shape_error(
+	    "{\"task_id\":\"a b\",\"kernel_code\":\"k\"}", false, "task_id");
+	expect_shape_error(
+	    "{\"task_id\":\"t\",\"reference_code\":\"r\"}", false, "kernel_code");
+	expect_shape_error(
+	    "{\"task_id\":\"t\",\"kernel_code\":\"k\"}", false, "reference_code");
+	expect_shape_error(
+	    "{\"task_id\":\"t\",\"kernel_code\":1,\"reference_code\":\"r\"}", false,
 	    "kernel_code");
-	expect_shape_error("{\"task_id\":\"t\",\"backend\":\"cobol\"}", false, "backend");
-	expect_shape_error("{\"task_id\":\"t\",\"workflow\":\"x\",\"priority\":\"now\"}", false,
+	expect_shape_error(
+	    "{\"task_id\":\"t\",\"backend\":\"cobol\"}", false, "backend");
+	expect_shape_error(
+	    "{\"task_id\":\"t\",\"workflow\":\"x\",\"priority\":\"now\"}", false,
 	    "priority");
-	expect_shape_error("{\"task_id\":\"t\",\"workflow\":\"x\",\"timeout\":0}", false, "timeout");
-	expect_shape_error("{\"task_id\":\"t\",\"workflow\":\"x\",\"timeout\":\"1\"}", false,
-	    "timeout");
-	expect_shape_error("{\"task_id\":\"t\",\"workflow\":\"x\",\"resources\":[]}", false,
-	    "resources");
+	expect_shape_error(
+	    "{\"task_id\":\"t\",\"workflow\":\"x\",\"timeout\":0}", false, "timeout");
+	expect_shape_error("{\"task_id\":\"t\",\"workflow\":\"x\",\"timeout\":\"1\"}",
+	    false, "timeout");
+	expect_shape_error("{\"task_id\":\"t\",\"workflow\":\"x\",\"resources\":[]}",
+	    false, "resources");
 	expect_shape_error("{\"payload\":[]}", true, "payload");
-	expect_shape_error("{\"payload\":{},\"force_refresh\":1}", true, "force_refresh");
+	expect_shape_error(
+	    "{\"payload\":{},\"force_refresh\":1}", true, "force_refresh");
 
 	assert_string_equal(shape_status("queued"), "pending");
 	assert_string_equal(shape_status("running"), "processing");
