@@ -2,7 +2,7 @@
  * http_load.c -- load generator for bench/http_gateway.py: many synchronous
  * evaluations at once, through kgymd-http or straight to kgymd's socket.
  *
- *   bench/http_load -m http -a HOST:PORT -n N -c C [-p PREFIX] [-t TOKEN]
+ *   bench/http_load -m http -a HOST:PORT -n N -c C [-p PREFIX] [-t TOKEN] [-d MS]
  *   bench/http_load -m socket -a SOCKET -n N -c C [-p PREFIX]
  *   (-L: a second line, every request's latency in ms, a JSON array)
  *
@@ -43,6 +43,7 @@ struct load {
 	char host[64];
 	int port;
 	long n, c, next, done, ok, errors;
+	long delay_ms;			/* each task's delay_ms */
 	double *lat_ms;	     /* per request, by index */
 	struct timespec *t0; /* per request, by index */
 	struct timespec start, end;
@@ -91,8 +92,8 @@ task_body(struct load *L, long i)
 
 	if (asprintf(&s,
 		"{\"task_id\":\"%s-%ld\",\"workflow\":\"selftest\",\"action\":\"ok\","
-		"\"delay_ms\":0,\"in_daemon\":true}",
-		L->prefix, i) < 0)
+		"\"delay_ms\":%ld,\"in_daemon\":true}",
+		L->prefix, i, L->delay_ms) < 0)
 		return NULL;
 	return s;
 }
@@ -292,8 +293,11 @@ main(int argc, char **argv)
 	long i, k = 0;
 	int ch, rc;
 
-	while ((ch = getopt(argc, argv, "m:a:n:c:p:t:L")) != -1) {
+	while ((ch = getopt(argc, argv, "m:a:n:c:p:t:d:L")) != -1) {
 		switch (ch) {
+		case 'd':
+			L.delay_ms = atol(optarg);
+			break;
 		case 'L':
 			L.all_latencies = true;
 			break;
@@ -318,7 +322,7 @@ main(int argc, char **argv)
 		default:
 			fprintf(stderr,
 			    "usage: http_load -m http|socket -a ADDR [-n N] [-c C] "
-			    "[-p PREFIX] [-t TOKEN]\n");
+			    "[-p PREFIX] [-t TOKEN] [-d DELAY_MS] [-L]\n");
 			return 2;
 		}
 	}

@@ -84,18 +84,19 @@ def test_gateway_kill9_mid_load():
     d, gw = start_env()
     ok = False
     try:
+        # tasks of 1.5 s, 400 at a time: the kill comes while all are held
         load = subprocess.Popen([load_tool(), "-m", "http", "-a", "127.0.0.1:%d" % gw.port,
-                                 "-n", "4000", "-c", "400", "-p", "k9"],
+                                 "-n", "2000", "-c", "400", "-p", "k9", "-d", "1500"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        h.wait_for(lambda: d.request({"op": "stats"})["submitted_total"] >= 500, 60,
+        h.wait_for(lambda: d.request({"op": "stats"})["submitted_total"] >= 300, 60,
                    "the load is under way")
         gw.kill9()
         out, _ = load.communicate(timeout=120)
         res = json.loads(out)
-        k.check(res["ok"] < 4000, "the kill cut the load short: %r" % res)
+        k.check(res["ok"] < 2000, "the kill cut the load short: %r" % res)
         gw.start()                      # a new gateway, same kgymd
         ids = all_task_ids(d)
-        k.check(len(ids) >= 500, "kgymd accepted tasks before the kill (%d)" % len(ids))
+        k.check(len(ids) >= 300, "kgymd accepted tasks before the kill (%d)" % len(ids))
         # every accepted task reachable by its id through the new gateway
         for tid in ids:
             r = h.wait_for(lambda: (lambda r: r if r.code == 200 and r.json["status"] == "completed"
@@ -106,7 +107,8 @@ def test_gateway_kill9_mid_load():
         before = d.request({"op": "stats"})["submitted_total"]
         for tid in ids[:50]:
             r = h.request(gw, "POST", "/evaluate", {"task_id": tid, "workflow": "selftest",
-                                                    "action": "ok", "delay_ms": 0, "in_daemon": True})
+                                                    "action": "ok", "delay_ms": 1500,
+                                                    "in_daemon": True})
             k.check(r.code == 200 and r.json["task_id"] == tid and r.json["status"] == "completed", r)
         k.check(d.request({"op": "stats"})["submitted_total"] == before, "nothing ran again")
         gw.stop()
