@@ -288,6 +288,7 @@ gw_reply_kgymd_error(struct gw_req *r, const json_t *reply, const char *task_id,
 	const char *code = json_string_value(json_object_get(error, "code"));
 	const char *message = json_string_value(json_object_get(error, "message"));
 	static const char payload[] = "field 'payload': ";
+	static const char timeout_s[] = "field 'timeout_s': ";
 	char field[128];
 
 	if (code == NULL)
@@ -299,6 +300,15 @@ gw_reply_kgymd_error(struct gw_req *r, const json_t *reply, const char *task_id,
 		message += sizeof payload - 1;
 	if (strcmp(code, "bad_request") == 0 || strcmp(code, "bad_json") == 0) {
 		gw_field_of(message, field_prefix, field, sizeof field);
+		/* The task's timeout_s is the request's timeout. */
+		if (strncmp(message, timeout_s, sizeof timeout_s - 1) == 0) {
+			snprintf(field, sizeof field, "%stimeout",
+			    field_prefix != NULL ? field_prefix : "");
+			gw_reply_error(r, 400, "VALIDATION_ERROR", field, task_id,
+			    "%sfield 'timeout': %s", field_prefix != NULL ? field_prefix : "",
+			    message + sizeof timeout_s - 1);
+			return;
+		}
 		gw_reply_error(r, 400, "VALIDATION_ERROR",
 		    field[0] != '\0' ? field : NULL, task_id, "%s%s",
 		    field_prefix != NULL ? field_prefix : "", message);

@@ -221,6 +221,9 @@ def test_status_codes():
         # kgymd's own check of the payload names the field too
         is_error(h.request(gw, "POST", "/evaluate", h.selftest_eval("v1", delay_ms="soon")), 400,
                  "VALIDATION_ERROR")
+        # past kgymd's max_timeout (3600 s by default): kgymd's check, the request's name
+        is_error(h.request(gw, "POST", "/evaluate", h.selftest_eval("v2", timeout=7200)), 400,
+                 "VALIDATION_ERROR", "timeout")
         r = h.request(gw, "POST", "/evaluate", h.selftest_eval("big", pad="x" * 9000))
         k.check(r.code == 413, r)
         # kgymd's queue is full: 429 with Retry-After
