@@ -194,6 +194,9 @@ static const struct config_key config_keys[] = {
 	{ "kgymd", "admin_uids", "", config_parse_users, CS_IDS,
 	    OFF(admin_uids), OFF(nadmin_uids), 0, 0, true,
 	    "users allowed drain and shutdown besides root and kgymd's own user" },
+	{ "kgymd", "gateway_uids", "", config_parse_users, CS_IDS,
+	    OFF(gateway_uids), OFF(ngateway_uids), 0, 0, true,
+	    "users whose requests may name an on_behalf_of principal (kgymd-http)" },
 	{ "workers", "path", KGYM_LIBEXECDIR "/kgymd-worker", config_parse_path, CS_STR,
 	    OFF(worker_path), 0, 0, 0, false,
 	    "the kgymd-worker program" },
@@ -1070,8 +1073,11 @@ config_section_check(const char *section, size_t len, char **ret_reason)
 		    "plugin name is 1 to %d characters of a-z, 0-9 and _",
 		    (int)len, section, KGYM_NAME_MAX - 1);
 	}
+	/* kgymd-http's section of the shared file: its keys are its own to check. */
+	if (len == 4 && strncmp(section, "http", 4) == 0)
+		return 0;
 	return config_reason(ret_reason, "unknown section [%.*s] (expected "
-	    "[kgymd], [workers], [sandbox], [cluster] or [plugin.NAME])", (int)len, section);
+	    "[kgymd], [workers], [sandbox], [cluster], [http] or [plugin.NAME])", (int)len, section);
 }
 
 /*
@@ -1180,6 +1186,8 @@ config_set(struct config_parse *ps, const char *section, const char *name,
 	if ((rc = config_section_check(section, strlen(section), &reason)) < 0)
 		return config_fail(ps, NULL, rc, reason);
 
+	if (strcmp(section, "http") == 0)
+		return 0;		/* kgymd-http(8) reads and checks [http] */
 	if (strncmp(section, "plugin.", 7) == 0) {
 		rc = config_plugin_add(ps->config, section + 7, name, value,
 		    ps->lineno, &first);
@@ -1377,6 +1385,18 @@ config_uid_admin(const struct config *config, uid_t uid)
 		return true;
 	for (i = 0; i < config->nadmin_uids; i++)
 		if (config->admin_uids[i] == uid)
+			return true;
+	return false;
+}
+
+/* Not even root is a gateway unless listed: on_behalf_of drops rights, and is asked for. */
+bool
+config_uid_gateway(const struct config *config, uid_t uid)
+{
+	size_t i;
+
+	for (i = 0; i < config->ngateway_uids; i++)
+		if (config->gateway_uids[i] == uid)
 			return true;
 	return false;
 }

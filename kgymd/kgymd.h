@@ -33,6 +33,7 @@ struct evbuffer;
 #define KGYM_TASK_ID_MAX	128	/* bytes; [A-Za-z0-9._:-] */
 #define KGYM_NAME_MAX		64	/* workflow / plugin names */
 #define KGYM_OWNER_MAX		200	/* "uid:N" or "uid:N:identity" */
+#define KGYM_PRINCIPAL_MAX	64	/* an on_behalf_of name (ops.c) */
 #define PROTO_TIMEOUT_MIN_S	0.001	/* the shortest timeout_s a task may ask */
 
 /* ------------------------------------------------------------------ log.c */
@@ -108,6 +109,8 @@ struct config {
 	size_t nallow_gids;
 	uid_t *admin_uids;		/* peers allowed drain/shutdown */
 	size_t nadmin_uids;
+	uid_t *gateway_uids;		/* peers that may act on_behalf_of others */
+	size_t ngateway_uids;
 
 	/* [cluster] (DESIGN §12); cluster_redis NULL: a single node */
 	char *cluster_redis;		/* redis://host:port/db or a socket path */
@@ -167,6 +170,8 @@ bool	config_plugins_equal(const struct config *a, const struct config *b);
 int	config_plugins_copy(struct config *dst, const struct config *src);
 bool	config_uid_allowed(const struct config *config, uid_t uid, gid_t gid);
 bool	config_uid_admin(const struct config *config, uid_t uid);
+/* May this peer name an on_behalf_of principal (gateway_uids)? */
+bool	config_uid_gateway(const struct config *config, uid_t uid);
 /*
  * Copy the keys that SIGHUP may change from `next` into `cur`, and log each
  * key that differs but needs a restart.
@@ -213,10 +218,21 @@ struct proto_error {
 	char message[512];
 };
 
+/*
+ * Whom a request acts for: its connection's peer, or the principal that a
+ * gateway peer (gateway_uids) named with "on_behalf_of" (ops.c sets it).
+ */
+struct principal {
+	char owner[KGYM_OWNER_MAX + 1];	/* "uid:N" or "uid:N:NAME" */
+	bool admin;			/* sees every task */
+	bool gateway;			/* a gateway as itself: also sees "uid:N:*" */
+};
+
 struct request {
 	json_t *root;			/* owned */
 	json_t *id;			/* borrowed from root; NULL when absent */
 	enum proto_op op;
+	struct principal who;		/* set by ops_dispatch() */
 };
 
 enum task_prio { PRIO_HIGH = 0, PRIO_NORMAL = 1, PRIO_LOW = 2, PRIO__COUNT };
@@ -672,8 +688,6 @@ void	peer_init(struct peer *peer, const struct peer_transport *transport);
 /* Queue one line for the peer (does not steal); nothing once it is gone. */
 void	peer_send(struct peer *peer, const json_t *msg);
 void	peer_resume(struct peer *peer);
-/* May this peer see a task of `owner`?  Admins see all; others their own. */
-bool	peer_may_see(const struct peer *peer, const char *owner);
 /* The transport lets go of the peer: its request in progress and its waiters go. */
 void	peer_release(struct peer *peer);
 
@@ -684,13 +698,14 @@ void	peer_release(struct peer *peer);
  */
 
 /*
- * Register interest in `ids` for `peer`, answering request `req_id`.
+ * Register interest in `ids` for `peer`, answering request `req_id` made
+ * for `who` (copied: tasks `who` may not see are not_found).
  * Terminal tasks are answered at once.  timeout_ms < 0: no timeout.
  * The final reply always carries done and pending; `final_done` (op wait)
  * adds not_found, which a submit with wait cannot have.
  */
-int	wait_add(struct peer *peer, json_t *req_id, const char **ids, size_t nids,
-	    int64_t timeout_ms, bool final_done);
+int	wait_add(struct peer *peer, const struct principal *who, json_t *req_id,
+	    const char **ids, size_t nids, int64_t timeout_ms, bool final_done);
 /* A task reached a terminal state: tell its waiters. */
 void	wait_task_done(const char *id, enum task_state state, json_t *result);
 /* The peer is going away. */
@@ -738,6 +753,8 @@ size_t	control_input_bytes(void);
  * request meanwhile, and ops.c calls peer_resume() once the reply is sent.
  */
 int	ops_dispatch(struct peer *peer, struct request *req);
+/* May `who` see (wait for, cancel) a task of `owner`? */
+bool	ops_may_see(const struct principal *who, const char *owner);
 /* The peer is going away: abandon its request in progress. */
 void	ops_pending_free(struct peer *peer);
 /* The peer is going away: answers still on their way go nowhere. */

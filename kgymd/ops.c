@@ -82,7 +82,9 @@ ops_hello(struct peer *peer, struct request *req, json_t *reply)
 	json_object_set_new(reply, "version", json_string(PACKAGE_VERSION));
 	json_object_set_new(reply, "protocol", json_pack("[i]", KGYM_PROTOCOL_VERSION));
 	json_object_set_new(reply, "plugins", ops_plugin_names());
-	json_object_set_new(reply, "admin", json_boolean(peer->admin));
+	json_object_set_new(reply, "admin", json_boolean(req->who.admin));
+	json_object_set_new(reply, "gateway", json_boolean(config_uid_gateway(kgymd_config,
+	    peer->uid)));
 	peer_send(peer, reply);
 }
 
@@ -201,7 +203,7 @@ ops_submit_slice(struct ops_pending *p)
 			continue;
 		}
 		owner = NULL;
-		error = sched_submit(p->batch, &spec, p->peer->owner, id, sizeof id, &state,
+		error = sched_submit(p->batch, &spec, p->req.who.owner, id, sizeof id, &state,
 		    &existing, &owner, &cause);
 		if (error == -ENOSPC) {
 			json_array_append_new(p->rejected, ops_rejection(i, "queue_full",
@@ -209,7 +211,7 @@ ops_submit_slice(struct ops_pending *p)
 		} else if (error < 0) {
 			json_array_append_new(p->rejected, ops_rejection(i, "internal",
 			    cause != NULL ? cause : strerror(-error)));
-		} else if (existing && !peer_may_see(p->peer, owner)) {
+		} else if (existing && !ops_may_see(&p->req.who, owner)) {
 			/* Another client's id: neither its state nor its result is ours. */
 			snprintf(msg, sizeof msg, "task_id '%s' belongs to another client", id);
 			json_array_append_new(p->rejected, ops_rejection(i, "forbidden", msg));
@@ -258,7 +260,7 @@ ops_submit_finish(struct ops_pending *p)
 		a = json_array_get(p->accepted, i);
 		wait_ids[nwait++] = json_string_value(json_object_get(a, "task_id"));
 	}
-	if (wait_add(peer, p->req.id, wait_ids, nwait, -1, false) < 0)
+	if (wait_add(peer, &p->req.who, p->req.id, wait_ids, nwait, -1, false) < 0)
 		ops_error(peer, &p->req, "internal", "cannot register the wait");
 	free(wait_ids);
 }
@@ -321,7 +323,7 @@ ops_submit_committed(struct sched_batch *b, int error, void *arg)
 			    "the task store could not commit the submission"));
 		} else if (!sched_batch_dup(b, k, &state, &owner)) {
 			continue;
-		} else if (peer_may_see(p->peer, owner)) {
+		} else if (ops_may_see(&p->req.who, owner)) {
 			/* Another submit of this id got there first: that one stands. */
 			json_object_set_new(a, "existing", json_true());
 			json_object_set_new(a, "state", json_string(proto_state_name(state)));
@@ -469,7 +471,7 @@ ops_get_row(struct peer *peer, struct request *req, const char *id,
 	int error = queue->get(id, ret_row);
 
 	/* Another client's task is not found: its existence is not ours to learn. */
-	if (error == 0 && !peer_may_see(peer, (*ret_row)->owner)) {
+	if (error == 0 && !ops_may_see(&req->who, (*ret_row)->owner)) {
 		store_row_free(*ret_row);
 		error = -ENOENT;
 	}
@@ -573,26 +575,26 @@ ops_wait(struct peer *peer, struct request *req, json_t *reply)
 		}
 		list[i] = json_string_value(v);
 	}
-	if (wait_add(peer, req->id, list, n, timeout, true) < 0)
+	if (wait_add(peer, &req->who, req->id, list, n, timeout, true) < 0)
 		ops_error(peer, req, "internal", "cannot register the wait");
 	free(list);
 }
 
 /* May this client see (and cancel) task `id`?  Unknown ids say yes: sched says not_found. */
 static bool
-ops_task_visible(struct peer *peer, const char *id)
+ops_task_visible(const struct principal *who, const char *id)
 {
 	struct store_row *row = NULL;
 	struct task *task;
 	bool visible;
 
-	if (peer->admin)
+	if (who->admin)
 		return true;
 	if ((task = task_index_find(id)) != NULL)
-		return peer_may_see(peer, task->owner);
+		return ops_may_see(who, task->owner);
 	if (queue->get(id, &row) < 0)
 		return true;
-	visible = peer_may_see(peer, row->owner);
+	visible = ops_may_see(who, row->owner);
 	store_row_free(row);
 	return visible;
 }
@@ -610,7 +612,7 @@ ops_cancel(struct peer *peer, struct request *req, json_t *reply)
 	if (queue->cancel != NULL && task_index_find(id) == NULL &&
 	    ops_ask_queue(peer, req, reply, id, false, ops_cancel_looked_up))
 		return;
-	if (!ops_task_visible(peer, id))
+	if (!ops_task_visible(&req->who, id))
 		return ops_error(peer, req, "not_found", "no task with task_id '%.128s'", id);
 	error = sched_cancel(id, &state);
 	if (error == -ENOENT)
@@ -654,7 +656,7 @@ ops_list(struct peer *peer, struct request *req, json_t *reply)
 	}
 	l->page->tasks = json_array();
 	l->page->limit = limit;
-	queue->list(state, peer->admin ? NULL : peer->owner, before, (int)limit, ops_list_row,
+	queue->list(state, req->who.admin ? NULL : req->who.owner, before, (int)limit, ops_list_row,
 	    ops_list_done, l);
 }
 
@@ -744,6 +746,67 @@ static const struct ops_entry ops_table[OP__COUNT] = {
 	[OP_SHUTDOWN] = { ops_shutdown, true },
 };
 
+bool
+ops_may_see(const struct principal *who, const char *owner)
+{
+	size_t n = strlen(who->owner);
+
+	if (who->admin)
+		return true;
+	if (owner == NULL)
+		return false;
+	if (strcmp(owner, who->owner) == 0)
+		return true;
+	/* A gateway as itself sees what it submitted for its principals. */
+	return who->gateway && strncmp(owner, who->owner, n) == 0 && owner[n] == ':';
+}
+
+/*
+ * Whom the request acts for.  A peer of gateway_uids (kgymd-http) may name
+ * a principal per request, "on_behalf_of": NAME; the request then owns and
+ * sees only the tasks of "uid:N:NAME" and is never an admin one, so
+ * ownership between the gateway's users is enforced here, not trusted to
+ * the gateway.  Any other request acts for its peer.
+ */
+static int
+ops_principal(struct peer *peer, struct request *req)
+{
+	struct proto_error err = { 0 };
+	const char *name = NULL;
+	size_t len;
+
+	if (proto_get_string(req->root, "on_behalf_of", false, &name, &err) < 0) {
+		ops_bad(peer, req, &err);
+		return -EINVAL;
+	}
+	if (name == NULL) {
+		snprintf(req->who.owner, sizeof req->who.owner, "%s", peer->owner);
+		req->who.admin = peer->admin;
+		req->who.gateway = config_uid_gateway(kgymd_config, peer->uid);
+		return 0;
+	}
+	if (!config_uid_gateway(kgymd_config, peer->uid)) {
+		ops_error(peer, req, "forbidden",
+		    "field 'on_behalf_of': uid %lu is not in gateway_uids",
+		    (unsigned long)peer->uid);
+		return -EPERM;
+	}
+	len = strlen(name);
+	if (len < 1 || len > KGYM_PRINCIPAL_MAX ||
+	    strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != len) {
+		ops_error(peer, req, "bad_request",
+		    "field 'on_behalf_of': expected 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-'",
+		    KGYM_PRINCIPAL_MAX);
+		return -EINVAL;
+	}
+	/* The same "uid:N" as control.c gives the connection, then the name. */
+	snprintf(req->who.owner, sizeof req->who.owner, "uid:%lu:%.*s",
+	    (unsigned long)peer->uid, KGYM_PRINCIPAL_MAX, name);
+	req->who.admin = false;
+	req->who.gateway = false;
+	return 0;
+}
+
 int
 ops_dispatch(struct peer *peer, struct request *req)
 {
@@ -751,9 +814,13 @@ ops_dispatch(struct peer *peer, struct request *req)
 	json_t *reply;
 	int more = 0;
 
-	if (e->admin && !peer->admin) {
-		ops_error(peer, req, "forbidden", "op '%s' is for admin peers (admin_uids); uid %lu is not one",
-		    proto_op_name(req->op), (unsigned long)peer->uid);
+	if (ops_principal(peer, req) < 0)
+		return 0;
+	if (e->admin && !req->who.admin) {
+		ops_error(peer, req, "forbidden", "op '%s' is for admin peers (admin_uids); uid %lu is not one%s",
+		    proto_op_name(req->op), (unsigned long)peer->uid,
+		    json_object_get(req->root, "on_behalf_of") != NULL ?
+		    " (and a request on_behalf_of another never is)" : "");
 		return 0;
 	}
 	if ((reply = proto_reply_ok(req->id)) == NULL)

@@ -16,6 +16,7 @@ struct ops_list_page {
 
 struct ops_later {
 	struct peer *peer;		/* NULL once gone */
+	struct principal who;		/* whom the request acts for */
 	json_t *req_id;
 	json_t *reply;
 	char id[KGYM_TASK_ID_MAX + 1];

@@ -27,6 +27,7 @@ ops_later_new(struct peer *peer, struct request *req, json_t *reply, const char 
 	if ((l = calloc(1, sizeof *l)) == NULL)
 		return NULL;
 	l->peer = peer;
+	l->who = req->who;
 	l->req_id = req->id != NULL ? json_incref(req->id) : NULL;
 	l->reply = json_incref(reply);
 	if (id != NULL)
@@ -100,7 +101,7 @@ ops_later_row(struct ops_later *l, int error, const struct store_row *row)
 		row = l->local;
 		error = 0;
 	}
-	if (error == -ENOENT || (error == 0 && !peer_may_see(l->peer, row->owner))) {
+	if (error == -ENOENT || (error == 0 && !ops_may_see(&l->who, row->owner))) {
 		ops_later_error(l, "not_found", "no task with task_id '%.128s'", l->id);
 		return NULL;
 	}
@@ -182,7 +183,7 @@ ops_cancel_looked_up(int error, const struct store_row *row, void *arg)
 		ops_later_free(l);
 		return;
 	}
-	if (error == -ENOENT || (error == 0 && !peer_may_see(l->peer, row->owner)))
+	if (error == -ENOENT || (error == 0 && !ops_may_see(&l->who, row->owner)))
 		ops_later_error(l, "not_found", "no task with task_id '%.128s'", l->id);
 	else if (error < 0)
 		ops_later_error(l, "unavailable", OPS_UNAVAILABLE "; the task was not cancelled");

@@ -38,12 +38,6 @@ peer_resume(struct peer *peer)
 	peer->transport->resume(peer);
 }
 
-bool
-peer_may_see(const struct peer *peer, const char *owner)
-{
-	return peer->admin || (owner != NULL && strcmp(owner, peer->owner) == 0);
-}
-
 void
 peer_release(struct peer *peer)
 {

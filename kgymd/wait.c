@@ -39,6 +39,7 @@ struct watch_node {
 
 struct waiter {
 	struct peer *peer;
+	struct principal who;		/* whom the request acts for */
 	json_t *req_id;
 	struct watch *watches;
 	size_t nwatches;
@@ -208,7 +209,7 @@ waiter_answer_from_store(struct waiter *wt, struct watch *w, bool *ret_ask)
 		*ret_ask = true;
 		return false;
 	}
-	if (error < 0 || !peer_may_see(wt->peer, row->owner)) {
+	if (error < 0 || !ops_may_see(&wt->who, row->owner)) {
 		/* Unknown, or another client's: the same answer. */
 		store_row_free(row);
 		json_array_append_new(wt->not_found, json_string(w->id));
@@ -229,8 +230,8 @@ waiter_answer_from_store(struct waiter *wt, struct watch *w, bool *ret_ask)
 }
 
 int
-wait_add(struct peer *peer, json_t *req_id, const char **ids, size_t nids,
-    int64_t timeout_ms, bool final_done)
+wait_add(struct peer *peer, const struct principal *who, json_t *req_id,
+    const char **ids, size_t nids, int64_t timeout_ms, bool final_done)
 {
 	struct waiter *wt;
 	struct task *live;
@@ -249,6 +250,7 @@ wait_add(struct peer *peer, json_t *req_id, const char **ids, size_t nids,
 		return -ENOMEM;
 	}
 	wt->peer = peer;
+	wt->who = *who;
 	wt->req_id = req_id != NULL ? json_incref(req_id) : json_null();
 	wt->not_found = json_array();
 	wt->final_done = final_done;
@@ -263,7 +265,7 @@ wait_add(struct peer *peer, json_t *req_id, const char **ids, size_t nids,
 		if ((w->id = strdup(ids[i])) == NULL)
 			goto oom;
 		live = task_index_find(w->id);
-		if (live != NULL && !peer_may_see(peer, live->owner)) {
+		if (live != NULL && !ops_may_see(who, live->owner)) {
 			json_array_append_new(wt->not_found, json_string(w->id));
 			w->done = true;
 			continue;
@@ -361,7 +363,7 @@ wait_task_answer(const char *id, int error, const struct store_row *row)
 		/* Those who may not see it hear not_found, below. */
 		for (w = LIST_FIRST(&node->watches); w != NULL; w = next) {
 			next = LIST_NEXT(w, by_task);
-			if (peer_may_see(w->waiter->peer, row->owner))
+			if (ops_may_see(&w->waiter->who, row->owner))
 				continue;
 			LIST_REMOVE(w, by_task);
 			w->done = true;

@@ -147,4 +147,18 @@ MUTANTS = [
       "		err = store_fail_stale(store, stale[i].id, stale[i].attempt, now_ms);",
       "		err = ((void)store_fail_stale, 0);",
       ["tests/integration/test_durability.py:test_max_attempts_then_system_error"]),
+    # ---------------------------------------------------------------- gateway
+    M("principal_sees_all", "a token sees only its own tasks, enforced in kgymd", "kgymd/ops.c",
+      "	if (strcmp(owner, who->owner) == 0)\n		return true;",
+      "	if (strncmp(owner, who->owner, 5) == 0)\n		return true;",
+      ["tests/integration/test_gateway_principal.py:test_principals_are_separate",
+       "tests/integration/test_http.py:test_tokens"]),
+    M("gateway_tokens_ignored", "bearer tokens checked by kgymd-http", "kgymd-http/server.c",
+      "	if (srv.tokens == NULL)\n		return true;",
+      "	if (1)\n		return true;",
+      ["tests/integration/test_http.py:test_tokens"]),
+    M("gateway_batch_lost", "no synchronous /evaluate lost under load", "kgymd-http/coalesce.c",
+      "		if (b->answered[i] || strcmp(b->ids[i], id) != 0)\n			continue;",
+      "		if (b->answered[i] || strcmp(b->ids[i], id) != 0 || i == 7)\n			continue;",
+      ["tests/integration/test_http_load.py:test_load_none_lost"]),
 ]

@@ -182,6 +182,9 @@ assert_config_equal(const struct config *a, const struct config *b,
 	assert_int_equal(a->nadmin_uids, b->nadmin_uids);
 	for (i = 0; i < a->nadmin_uids; i++)
 		assert_int_equal(a->admin_uids[i], b->admin_uids[i]);
+	assert_int_equal(a->ngateway_uids, b->ngateway_uids);
+	for (i = 0; i < a->ngateway_uids; i++)
+		assert_int_equal(a->gateway_uids[i], b->gateway_uids[i]);
 	assert_int_equal(a->sandbox_enabled, b->sandbox_enabled);
 	assert_int_equal(a->job_memory_bytes, b->job_memory_bytes);
 	assert_int_equal(a->job_max_files, b->job_max_files);
@@ -500,12 +503,26 @@ test_structure_errors(void **state)
 	expect_error("[sandbox]\ngpus = all\n",
 	    ":2: unknown key \"gpus\" in [sandbox]");
 	expect_error("[kgymd]\n[sandboxes]\nenabled = yes\n",
-	    ":2: unknown section [sandboxes] (expected [kgymd], [workers], [sandbox], [cluster] or "
-	    "[plugin.NAME])");
+	    ":2: unknown section [sandboxes] (expected [kgymd], [workers], [sandbox], [cluster], "
+	    "[http] or [plugin.NAME])");
 	/* inih reports no keyless section; kgymd still refuses the name. */
 	expect_error("[kgymd]\n[Kgymd]\n[sandbox]\n",
-	    ":2: unknown section [Kgymd] (expected [kgymd], [workers], [sandbox], [cluster] or "
-	    "[plugin.NAME])");
+	    ":2: unknown section [Kgymd] (expected [kgymd], [workers], [sandbox], [cluster], "
+	    "[http] or [plugin.NAME])");
+	/* kgymd-http's section is skipped, whatever it holds. */
+	{
+		char *p = write_conf("[kgymd]\ngateway_uids = 1005, 0\n[http]\nlisten = 0.0.0.0:1\nwhatever = x\n");
+		struct config *c = NULL;
+		char *cause = NULL;
+
+		assert_int_equal(config_load(p, &c, &cause), 0);
+		assert_int_equal(c->ngateway_uids, 2);
+		assert_true(config_uid_gateway(c, 1005));
+		assert_true(config_uid_gateway(c, 0));
+		assert_false(config_uid_gateway(c, 1006));
+		config_free(c);
+		remove_conf(p);
+	}
 	expect_error("[plugin.Nv-rtc]\n",
 	    ":1: bad section name [plugin.Nv-rtc]: a plugin name is 1 to 63 "
 	    "characters of a-z, 0-9 and _");
