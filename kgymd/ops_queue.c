@@ -82,8 +82,16 @@ ops_ask_queue(struct peer *peer, struct request *req, json_t *reply, const char 
 {
 	struct store_row *row = NULL;
 	struct ops_later *l;
+	struct task *live;
 
-	if (queue->lookup == NULL || task_index_find(id) != NULL)
+	/*
+	 * A task live here answers for itself -- unless it has ended and its
+	 * end is still being committed: then its result here may be one that
+	 * loses (a run stopped because the task ended on another node), and
+	 * the queue holds the one that stands.
+	 */
+	live = task_index_find(id);
+	if (queue->lookup == NULL || (live != NULL && !live->finished))
 		return false;
 	if ((l = ops_later_new(peer, req, reply, id)) == NULL)
 		return false;
