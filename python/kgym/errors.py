@@ -113,13 +113,14 @@ class WaitTimeout(KgymError, TimeoutError):
 
 
 _FIELD_RE = re.compile(r"(?:field|key) '([^']+)'|^\s*'([^']+)'\s*:")
-_NEXT_RE = re.compile(r"\s*:\s*(?:(?:field|key) )?'([^']+)'")
+_NEXT_RE = re.compile(r"\s*:\s*(?:(?:field|key) )?(?:'([^']+)'|([A-Za-z_][A-Za-z0-9_.\[\]]*)(?=:))")
 
 
 def field_of(message: str) -> Optional[str]:
     """The field a kgymd error message names, as a dotted path: "field
     'task_id' is missing" gives task_id, "field 'payload': 'action':
-    expected ..." payload.action; None when it names none."""
+    expected ..." and "field 'payload': num_perf_trials: expected ..." give
+    payload.action and payload.num_perf_trials; None when it names none."""
     m = _FIELD_RE.search(message or "")
     if m is None:
         return None
@@ -129,7 +130,7 @@ def field_of(message: str) -> Optional[str]:
         n = _NEXT_RE.match(message, end)
         if n is None:
             break
-        names.append(n.group(1))
+        names.append(n.group(1) or n.group(2))
         end = n.end()
     return ".".join(names)
 

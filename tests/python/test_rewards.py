@@ -197,5 +197,8 @@ def test_errors_name_the_field():
     from kgym.errors import field_of
     assert field_of("field 'payload': 'action': expected a string") == "payload.action"
     assert field_of("field 'task_id' is missing: expected a string") == "task_id"
+    assert field_of("field 'payload': num_perf_trials: expected an integer from 1 to 1000") == \
+        "payload.num_perf_trials"
+    assert field_of("field 'v': expected an integer, got string") == "v"
     assert field_of("no task with task_id 'x'") is None
 
