@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -115,9 +116,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = parse_args(argv)
     prog = "kgym-eval"
     if a.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("matplotlib") is None:
             print("%s: --plot needs matplotlib (pip install 'kgym[plot]')" % prog, file=sys.stderr)
             return 2
     try:

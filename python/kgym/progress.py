@@ -39,6 +39,7 @@ class Progress:
         self.start = time.monotonic()
         self._last = 0.0
         self._width = 0
+        self._drawn = -1
 
     def update(self, failed: bool = False) -> None:
         """One more task ended (``failed``: it did not complete correctly)."""
@@ -62,6 +63,7 @@ class Progress:
         return s
 
     def _draw(self, now: float) -> None:
+        self._drawn = self.done
         s = self.line(now)
         pad = max(0, self._width - len(s))
         self._width = len(s)
@@ -73,7 +75,8 @@ class Progress:
 
     def close(self) -> None:
         if self.enabled:
-            self._draw(time.monotonic())
+            if self._drawn != self.done:        # the last count is not on the screen yet
+                self._draw(time.monotonic())
             try:
                 self.stream.write("\n")
                 self.stream.flush()
