@@ -49,6 +49,9 @@ class SocketConnection:
         self.closed = False
         self.reason: Optional[BaseException] = None
         self._reader_task: Optional["asyncio.Task[None]"] = None
+        # One writer at a time: drain() may not be awaited by several
+        # coroutines at once before Python 3.10.
+        self._wlock: Optional[asyncio.Lock] = None
 
     async def open(self) -> None:
         try:
@@ -56,6 +59,7 @@ class SocketConnection:
         except OSError as e:
             # No path: the message is about the socket, not the host.
             raise ConnectionLost("cannot connect to kgymd's socket: %s" % (e.strerror or type(e).__name__)) from None
+        self._wlock = asyncio.Lock()
         self._reader_task = asyncio.ensure_future(self._read_loop())
 
     async def _read_loop(self) -> None:
@@ -117,8 +121,10 @@ class SocketConnection:
         call = _Call()
         self.calls[rid] = call
         try:
-            self.writer.write(line)
-            await self.writer.drain()
+            assert self._wlock is not None
+            async with self._wlock:
+                self.writer.write(line)
+                await self.writer.drain()
         except (OSError, RuntimeError):
             self.calls.pop(rid, None)
             self._shut(None)

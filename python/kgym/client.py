@@ -434,24 +434,23 @@ class AsyncClient:
         prog = Progress(total, progress, progress_stream)
 
         async def worker() -> None:
-            for idx, item in items:
-                tid = item.get("task_id", "") if isinstance(item, Mapping) else ""
-                try:
-                    task = as_task(item)
-                    tid = task["task_id"]
-                    r = await self.evaluate_task(task)
-                except (KgymError, TypeError, ValueError) as e:
-                    if raise_errors:
-                        out.put_nowait(("exc", e))
-                        return
-                    r = Result.client_error(str(tid or ""), e)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:  # noqa: BLE001 - a bug: the consumer raises it
-                    out.put_nowait(("exc", e))
-                    return
-                r.index = idx
-                out.put_nowait(("res", r))
+            try:
+                for idx, item in items:
+                    tid = item.get("task_id", "") if isinstance(item, Mapping) else ""
+                    try:
+                        task = as_task(item)
+                        tid = task["task_id"]
+                        r = await self.evaluate_task(task)
+                    except (KgymError, TypeError, ValueError) as e:
+                        if raise_errors:
+                            raise
+                        r = Result.client_error(str(tid or ""), e)
+                    r.index = idx
+                    out.put_nowait(("res", r))
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - raised in the consumer (a bad iterable, a bug)
+                out.put_nowait(("exc", e))
 
         n = min(concurrency, total) if total is not None else concurrency
         workers = [asyncio.ensure_future(worker()) for _ in range(max(n, 1))]

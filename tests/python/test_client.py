@@ -139,6 +139,18 @@ def test_errors(client):
     assert client.health()["status"] == "healthy"
 
 
+def test_evaluate_many_bad_inputs(client):
+    def tasks():
+        yield st("ok")
+        raise RuntimeError("the task source ran dry")
+    with pytest.raises(RuntimeError, match="ran dry"):
+        list(client.evaluate_many(tasks(), concurrency=2, progress=False))
+    out = sorted(client.evaluate_many([42, st("ok")], progress=False), key=lambda r: r.index)
+    assert out[0].state == "error" and "dict" in out[0].error_message and out[1].ok
+    with pytest.raises(ValueError, match="concurrency"):
+        list(client.evaluate_many([st("ok")], concurrency=0))
+
+
 def test_too_large_is_refused_before_sending(selftest_daemon):
     with kgym.Client(selftest_daemon.socket, max_request_bytes=1000) as c:
         with pytest.raises(kgym.TooLarge, match="max_request_bytes"):
