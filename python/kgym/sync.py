@@ -9,6 +9,7 @@ event loop of its own.
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 from typing import Any, Awaitable, Dict, IO, Iterable, Iterator, Mapping, Optional, TypeVar
@@ -38,10 +39,22 @@ class Client:
         self.kind = self._aclient.kind
         self.address = self._aclient.address
         self._closed = False
+        self._pid = os.getpid()
 
-    def _run(self, coro: Awaitable[T]) -> T:
+    def _check(self) -> None:
         if self._closed:
             raise RuntimeError("the client is closed")
+        if os.getpid() != self._pid:
+            # The loop's thread did not survive fork(): a call would hang.
+            raise RuntimeError("a kgym.Client cannot be used across fork(); make one in each process")
+
+    def _run(self, coro: Awaitable[T]) -> T:
+        try:
+            self._check()
+        except RuntimeError:
+            if asyncio.iscoroutine(coro):
+                coro.close()
+            raise
         fut = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
         try:
             return fut.result()
@@ -56,7 +69,7 @@ class Client:
             self._loop.close()
 
     def close(self) -> None:
-        if self._closed:
+        if self._closed or os.getpid() != self._pid:
             return
         try:
             self._run(self._aclient.close())
@@ -126,8 +139,7 @@ class Client:
         """Results as they end (see AsyncClient.evaluate_many).  The tasks
         are read on the client's loop; pass a list (or any iterable that
         does not block)."""
-        if self._closed:
-            raise RuntimeError("the client is closed")
+        self._check()
         q: "queue.Queue[Any]" = queue.Queue()
         done = object()
         agen = self._aclient.evaluate_many(tasks, concurrency=concurrency, progress=progress,

@@ -213,6 +213,25 @@ def test_retries_across_a_restart():
             d.cleanup()
 
 
+def test_client_refuses_use_across_fork(client):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            client.health()
+            os.write(w, b"no error")
+        except RuntimeError as e:
+            os.write(w, str(e).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    msg = os.read(r, 1000).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert "across fork()" in msg
+    assert client.health()["status"] == "healthy"      # the parent's client still works
+
+
 def test_unreachable_socket_fails_after_retries(tmp_path):
     with kgym.Client(str(tmp_path / "nothing.sock"), max_retries=2, retry_backoff=0.01) as c:
         with pytest.raises(kgym.ConnectionLost) as e:
