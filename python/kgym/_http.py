@@ -141,7 +141,7 @@ class HTTPTransport:
         if status == 429:
             return QueueFull(msg, retry_after=_retry_after(headers.get("retry-after")))
         if status == 503:
-            return Unavailable(msg)
+            return Unavailable(msg, code="unavailable")    # retried; a socket client's draining is not
         if status in (401, 403):
             return Forbidden(msg)
         if status >= 500:

@@ -7,7 +7,7 @@ without one, ``$KGYM_URL``, else ``$KGYM_SOCKET``, else
 
 Retries: every task the client sends carries a task id (it makes one when
 the caller gives none), and kgymd answers a task id it already has with
-that task (DESIGN: idempotent submission), so a request cut off by a broken
+that task (kgymd-protocol(7), TASKS), so a request cut off by a broken
 connection, a restarted daemon or an HTTP 503 is sent again, up to
 ``max_retries`` times with a doubling back-off, without ever running a task
 twice.  A full queue (QueueFull) is raised by ``submit``; ``evaluate`` and
@@ -36,6 +36,7 @@ from .result import Result, Status
 
 DEFAULT_SOCKET = "/run/kgym/kgymd.sock"
 _TASK_KEYS = ("task_id", "priority", "timeout_s", "resources")
+_WAIT_MAX_IDS = 100000          # kgymd-protocol(7): at most this many ids per wait
 T = TypeVar("T")
 
 
@@ -285,16 +286,17 @@ class AsyncClient:
         """Results of the tasks as they end (at once for those that had
         ended), until all have or ``timeout`` seconds passed.  NotFound at
         the end when some id names no task."""
-        remaining = list(dict.fromkeys(task_ids))
+        remaining = dict.fromkeys(task_ids)      # ordered, and O(1) to remove from
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._http is not None:
-            async for r in self._poll(remaining, deadline):
+            async for r in self._poll(list(remaining), deadline):
                 yield r
             return
         failures = 0
         delay = self.retry_backoff
         while remaining:
-            req: Dict[str, Any] = {"op": "wait", "task_ids": remaining}
+            chunk = list(remaining)[:_WAIT_MAX_IDS]
+            req: Dict[str, Any] = {"op": "wait", "task_ids": chunk}
             if deadline is not None:
                 req["timeout_ms"] = max(0, int((deadline - time.monotonic()) * 1000))
             try:
@@ -305,8 +307,7 @@ class AsyncClient:
                         msg = await call.next()
                         if msg.get("event") == "result":
                             tid = str(msg.get("task_id"))
-                            if tid in remaining:
-                                remaining.remove(tid)
+                            remaining.pop(tid, None)
                             failures = 0
                             yield Result.from_dict(msg.get("result") or {}, state=msg.get("state"), task_id=tid)
                         elif msg.get("done") is True:
@@ -314,7 +315,11 @@ class AsyncClient:
                             if missing:
                                 raise NotFound("no task with task_id %s" % ", ".join("'%s'" % m for m in missing),
                                                task_id=str(missing[0]))
-                            return
+                            if msg.get("pending"):
+                                return          # the timeout came first
+                            for tid in chunk:
+                                remaining.pop(tid, None)
+                            break
                         else:
                             _socket.check(msg)
                 finally:
