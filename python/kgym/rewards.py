@@ -219,3 +219,11 @@ def penalty(name: str = "weighted", config: Optional[RewardConfig] = None, error
     """The reward of a response that could not be evaluated at all (no code
     in it, the server unreachable): the function's not-completed value."""
     return compute({"status": "failed", "error_code": error_code}, name, config)
+
+
+def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None,
+                  **kwargs: Any) -> Dict[str, Any]:
+    """VERL's custom reward entry; the same as kgym.verl.compute_score (see
+    there), which is the file to name in a VERL config."""
+    from kgym import verl  # here, not at the top: kgym.verl imports this module
+    return verl.compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)

@@ -108,6 +108,10 @@ def test_reward_errors():
         rewards.weighted(res(speedup=1.0), RewardConfig(coverage="bogus"))
     with pytest.raises(TypeError, match="result"):
         rewards.weighted(42)
+    # A response without code is never sent anywhere: the penalty, at once.
+    nocode = rewards.compute_score("kb", "Sorry, no kernel today.", "reference", None, reward="like_kernel",
+                                   address="/nonexistent/kgymd.sock")
+    assert nocode["score"] == -1.0 and nocode["error_code"] == "NO_CODE"
     assert rewards.penalty("like_kernel", error_code="NO_CODE") == dict(
         rewards.like_kernel({"status": "failed", "error_code": "NO_CODE"}))
 
