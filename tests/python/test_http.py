@@ -84,7 +84,7 @@ def test_cancel(client):
 
 
 def test_errors(client):
-    for call in (client.status, client.result, client.cancel):
+    for call in (client.status, client.result):
         with pytest.raises(kgym.NotFound):
             call("no-such-task")
     with pytest.raises(kgym.BadRequest) as e:
