@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, Dict, List, Optional
+from typing import Any, AsyncIterator, Dict, List, Optional, cast
 
 from .errors import ConnectionLost, ProtocolError, TooLarge, from_error
 
@@ -32,7 +32,7 @@ class _Call:
             raise ConnectionLost("the connection to kgymd closed")
         if isinstance(msg, BaseException):
             raise msg
-        return msg
+        return cast(Dict[str, Any], msg)
 
 
 class SocketConnection:

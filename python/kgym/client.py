@@ -25,7 +25,7 @@ import os
 import time
 import urllib.parse
 import uuid
-from typing import (Any, AsyncIterator, Awaitable, Callable, Dict, IO, Iterable, List, Mapping, Optional, Tuple,
+from typing import (Any, AsyncGenerator, Awaitable, Callable, Dict, IO, Iterable, List, Mapping, Optional, Tuple,
                     TypeVar)
 
 from . import _http, _socket
@@ -207,7 +207,7 @@ class AsyncClient:
     async def hello(self) -> Dict[str, Any]:
         """Who is there: kgymd's hello reply, or the HTTP server's ``GET /``."""
         if self._http is not None:
-            return await self._hcall("GET", "/")
+            return _as_dict(await self._hcall("GET", "/"))
         return _strip(await self._request({"op": "hello"}))
 
     async def submit_task(self, task: Mapping[str, Any]) -> str:
@@ -267,22 +267,23 @@ class AsyncClient:
 
     async def health(self) -> Dict[str, Any]:
         if self._http is not None:
-            return await self._hcall("GET", "/health")
+            return _as_dict(await self._hcall("GET", "/health"))
         return _strip(await self._request({"op": "health"}))
 
     async def workers(self) -> Dict[str, Any]:
         if self._http is not None:
-            return await self._hcall("GET", "/workers/status")
+            return _as_dict(await self._hcall("GET", "/workers/status"))
         return _strip(await self._request({"op": "workers"}))
 
     async def stats(self) -> Dict[str, Any]:
         if self._http is not None:
-            return await self._hcall("GET", "/queue/status")
+            return _as_dict(await self._hcall("GET", "/queue/status"))
         return _strip(await self._request({"op": "stats"}))
 
     # ------------------------------------------------------------ waiting
 
-    async def iter_wait(self, task_ids: Iterable[str], timeout: Optional[float] = None) -> AsyncIterator[Result]:
+    async def iter_wait(self, task_ids: Iterable[str], timeout: Optional[float] = None
+                        ) -> AsyncGenerator[Result, None]:
         """Results of the tasks as they end (at once for those that had
         ended), until all have or ``timeout`` seconds passed.  NotFound at
         the end when some id names no task."""
@@ -331,7 +332,7 @@ class AsyncClient:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _poll(self, ids: List[str], deadline: Optional[float]) -> AsyncIterator[Result]:
+    async def _poll(self, ids: List[str], deadline: Optional[float]) -> AsyncGenerator[Result, None]:
         """HTTP has no wait: poll each task's status, fetch results of ended ones."""
         remaining = list(ids)
         interval = 0.05
@@ -356,7 +357,7 @@ class AsyncClient:
             async for r in gen:
                 return r
         finally:
-            await gen.aclose()  # type: ignore[attr-defined]
+            await gen.aclose()
         raise WaitTimeout("task '%s' did not end within %s s" % (task_id, timeout))
 
     async def wait_many(self, task_ids: Iterable[str], timeout: Optional[float] = None) -> Dict[str, Result]:
@@ -420,7 +421,7 @@ class AsyncClient:
 
     async def evaluate_many(self, tasks: Iterable[Mapping[str, Any]], concurrency: int = 32, progress: Any = True,
                             raise_errors: bool = False, progress_stream: Optional[IO[str]] = None
-                            ) -> AsyncIterator[Result]:
+                            ) -> AsyncGenerator[Result, None]:
         """Evaluate many tasks, ``concurrency`` in flight, yielding results as
         they end (``Result.index`` is the task's position).  Each task is a
         dict of evaluate()'s keyword arguments, or a kgymd task.  With
@@ -476,6 +477,12 @@ class AsyncClient:
             for w in workers:
                 w.cancel()
             prog.close()
+
+
+def _as_dict(doc: Any) -> Dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise ProtocolError("the HTTP server's reply is not a JSON object")
+    return doc
 
 
 def _strip(reply: Dict[str, Any]) -> Dict[str, Any]:

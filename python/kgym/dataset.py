@@ -80,7 +80,7 @@ def _jsonl(path: str) -> Iterable[Tuple[int, Dict[str, Any]]]:
                 continue
             try:
                 obj = json.loads(line)
-            except ValueError as e:
+            except json.JSONDecodeError as e:
                 raise DatasetError("%s:%d: not JSON (%s)" % (path, n, e.msg)) from None
             if not isinstance(obj, dict):
                 raise DatasetError("%s:%d: expected a JSON object" % (path, n))
@@ -89,8 +89,9 @@ def _jsonl(path: str) -> Iterable[Tuple[int, Dict[str, Any]]]:
 
 def _key_of(obj: Mapping[str, Any]) -> Optional[str]:
     for k in ("key", "problem"):
-        if isinstance(obj.get(k), str) and obj[k]:
-            return obj[k]
+        v = obj.get(k)
+        if isinstance(v, str) and v:
+            return v
     level = obj.get("level")
     name = obj.get("name") if obj.get("name") is not None else obj.get("problem_id")
     if isinstance(level, int) and name is not None:
@@ -178,7 +179,7 @@ class LevelSummary:
     correct: int = 0
     fast: Dict[float, int] = field(default_factory=lambda: {p: 0 for p in FAST_P})
     log_speedups: List[float] = field(default_factory=list)
-    failures: Counter = field(default_factory=Counter)
+    failures: "Counter[str]" = field(default_factory=Counter)
 
     def add(self, result: Mapping[str, Any]) -> None:
         self.tasks += 1

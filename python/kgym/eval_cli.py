@@ -91,9 +91,9 @@ def read_stored(path: str) -> Dict[str, Dict[str, Any]]:
 
 
 def plot(path: str, records: List[Dict[str, Any]]) -> None:
-    import matplotlib
+    import matplotlib  # type: ignore
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # type: ignore
     by_level: Dict[str, List[float]] = {}
     for rec in records:
         r = rec.get("result") or {}

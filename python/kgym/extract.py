@@ -28,7 +28,7 @@ def extract_kernel(response: str) -> Optional[str]:
         code = _strip_fences(marked[-1]).strip()
         if code:
             return code + "\n"
-    blocks = [body for _lang, body in _FENCE.findall(text) if body.strip()]
+    blocks = [str(body) for _lang, body in _FENCE.findall(text) if body.strip()]
     if blocks:
         return blocks[-1].strip() + "\n"
     return None
@@ -36,4 +36,4 @@ def extract_kernel(response: str) -> Optional[str]:
 
 def _strip_fences(code: str) -> str:
     m = _FENCE.search(code)
-    return m.group(2) if m else code
+    return str(m.group(2)) if m else code

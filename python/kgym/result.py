@@ -125,7 +125,8 @@ class Result:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], state: Optional[str] = None, task_id: Optional[str] = None) -> "Result":
-        timing = d.get("timing") if isinstance(d.get("timing"), dict) else {}
+        t = d.get("timing")
+        timing: Dict[str, Any] = t if isinstance(t, dict) else {}
         trials = d.get("correctness_trials")
         profile = d.get("profile")
         meta = d.get("metadata")

@@ -97,7 +97,8 @@ def coverage(result: ResultLike) -> Dict[str, float]:
     """{"time_coverage", "number_coverage"} from the result's metadata (or
     its top level), each 0 when its denominator is missing or 0."""
     d = _fields(result)
-    meta = d.get("metadata") if isinstance(d.get("metadata"), Mapping) else {}
+    m = d.get("metadata")
+    meta: Mapping[str, Any] = m if isinstance(m, Mapping) else {}
 
     def get(*keys: str) -> float:
         for k in keys:
@@ -145,7 +146,7 @@ def _coverage_term(out: Dict[str, Any], cfg: RewardConfig) -> float:
     if cfg.coverage not in ("time", "number"):
         raise ValueError("coverage: expected 'time', 'number' or None, not %r" % (cfg.coverage,))
     out["coverage"] = out["time_coverage"] if cfg.coverage == "time" else out["number_coverage"]
-    return cfg.coverage_weight * out["coverage"]
+    return float(cfg.coverage_weight * out["coverage"])
 
 
 def like_kernel(result: ResultLike, config: Optional[RewardConfig] = None) -> Dict[str, Any]:
@@ -168,7 +169,7 @@ def like_kernel(result: ResultLike, config: Optional[RewardConfig] = None) -> Di
 def _speed(out: Dict[str, Any], cfg: RewardConfig) -> float:
     if cfg.speed_needs_correct and not out["correctness"]:
         return 0.0
-    return out["speedup"]
+    return float(out["speedup"])
 
 
 def weighted(result: ResultLike, config: Optional[RewardConfig] = None) -> Dict[str, Any]:

@@ -9,6 +9,7 @@ event loop of its own.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import queue
 import threading
@@ -55,7 +56,7 @@ class Client:
             if asyncio.iscoroutine(coro):
                 coro.close()
             raise
-        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
+        fut: "concurrent.futures.Future[T]" = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
         try:
             return fut.result()
         except BaseException:

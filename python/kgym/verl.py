@@ -141,7 +141,7 @@ def compute_score_batch(data_sources: List[Any], solution_strs: List[str], groun
     if todo:
         address = settings[todo[0]].get("address")
         concurrency = int(kwargs.get("concurrency") or 64)
-        for r in _client(address).evaluate_many([tasks[i] for i in todo], concurrency=concurrency,
+        for r in _client(address).evaluate_many([t for t in tasks if t is not None], concurrency=concurrency,
                                                 progress=False):
             i = todo[r.index if r.index is not None else 0]
             scores[i] = _score(None if r.state == "error" else r, settings[i],
