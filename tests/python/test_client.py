@@ -165,13 +165,13 @@ def test_queue_full_and_retry_after():
             ids = []
             with pytest.raises(kgym.QueueFull) as e:
                 for _ in range(10):
-                    ids.append(c.submit_task(st("ok", delay_ms=300)))
+                    ids.append(c.submit_task(st("ok", delay_ms=1000)))
             assert e.value.code == "queue_full" and e.value.retry_after > 0
             assert 3 <= len(ids) <= 4
             # evaluate waits for room instead of failing.
             t0 = time.monotonic()
             r = c.evaluate_task(st("ok"))
-            assert r.ok and time.monotonic() - t0 > 0.2
+            assert r.ok and time.monotonic() - t0 > 0.5     # it waited retry_after, then got in
             # and so does evaluate_many, for more tasks than the queue holds.
             out = list(c.evaluate_many([st("ok", delay_ms=5) for _ in range(12)], concurrency=12, progress=False))
             assert len(out) == 12 and all(r.ok for r in out)
@@ -258,7 +258,7 @@ def test_evaluate_many_200(client, capsys):
         assert r.ok == (action == "ok") and (r.state == "failed") == (action == "fail")
     order = [r.index for r in out]
     assert order != sorted(order)            # yielded as they ended, not in input order
-    assert elapsed < 200 * 0.075 / 4         # many in flight: far less than one after another
+    assert elapsed < 200 * 0.075 / 2         # many in flight: far less than one after another (15 s)
     # pytest's stderr is no terminal: no progress line at all.
     assert capsys.readouterr().err == ""
 
@@ -310,7 +310,9 @@ def test_async_client(selftest_daemon):
         async with kgym.AsyncClient(selftest_daemon.socket) as c:
             h = await c.hello()
             assert h["daemon"] == "kgymd" and 1 in h["protocol"]
+            t0 = time.monotonic()
             rs = await asyncio.gather(*(c.evaluate_task(st("ok", delay_ms=200)) for _ in range(10)))
+            assert time.monotonic() - t0 < 1.9        # at once: one after another takes 2 s
             assert all(r.ok for r in rs) and len({r.task_id for r in rs}) == 10
             seen = [r async for r in c.evaluate_many(many_tasks(40), concurrency=8, progress=False)]
             assert sorted(r.index for r in seen) == list(range(40))
@@ -321,9 +323,7 @@ def test_async_client(selftest_daemon):
             w = await c.workers()
             assert "cpu_workers" in w
             return True
-    t0 = time.monotonic()
     assert asyncio.run(main())
-    assert time.monotonic() - t0 < 10      # the ten 200 ms tasks ran at once
 
 
 def test_health_workers_stats(client):
