@@ -127,6 +127,7 @@ static const struct pw_field {
 	{ "atol", PW_NUMBER, 0, 1e6 },
 	{ "rtol", PW_NUMBER, 0, 1e6 },
 	{ "timing_rel_precision", PW_NUMBER, 1e-6, 1 },
+	{ "min_custom_share", PW_NUMBER, 0, 1 },
 };
 
 /* payload.X when present and not null, else NULL. */

@@ -538,6 +538,18 @@ class Job:
             return self.base("completed", True, False, code, why + ("\n" + log if log else ""))
         return self.fail(code, why + ("\n" + log if log else ""), compiled)
 
+    def min_custom_share(self):
+        """The share of GPU kernel time a "triton" or "cuda" candidate's
+        own kernels must take, or 0: a figure in the metadata only.  The
+        task's own min_custom_share, else [plugin.python]'s (default 0):
+        a torch GEMM with a fused Triton epilogue is an honest candidate
+        whose kernels take a few percent, so coverage is the reward
+        function's to weigh unless the task opts in."""
+        v = self.req.get("min_custom_share")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        return float(self.limits.get("min_custom_share", 0.0))
+
     def apply_profile(self, r, p, matter, kstats):
         """(still correct?, result) after what the candidate's profiled
         calls (CUPTI, the candidate process's word: advisory) and its calls
@@ -551,7 +563,7 @@ class Job:
         if p.get("status") == "ok" and isinstance(p.get("kernels"), list):
             try:
                 table, meta, gpu_ms, hack = judge_profile(p, self.custom, self.req.get("backend"), kstats,
-                                                          float(self.limits.get("min_custom_share", 0.5)))
+                                                          self.min_custom_share())
             except (KeyError, TypeError, ValueError) as e:
                 self.meta["profile_status"] = "unreadable: %s" % e
             else:

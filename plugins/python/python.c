@@ -61,8 +61,10 @@
  *                       when torch has one mapped)
  *   min_custom_share    below this share of the GPU kernel time in the
  *                       candidate's own kernels, a "triton" or "cuda"
- *                       candidate is a REWARD_HACK pytorch_fallback (0.5;
- *                       0 turns the check off)
+ *                       candidate is a REWARD_HACK pytorch_fallback (0,
+ *                       the default: the share is a figure in the
+ *                       metadata only; a task's own min_custom_share
+ *                       overrides it)
  */
 #include "config.h"
 
@@ -409,7 +411,7 @@ py_read_config(char **ret_cause)
 	    sizeof cfg.sandbox_lib, ret_cause)) < 0 ||
 	    (r = py_cfg_path("kprobe_lib", PY_DEFAULT_KPROBE_LIB, cfg.kprobe_lib,
 	    sizeof cfg.kprobe_lib, ret_cause)) < 0 ||
-	    (r = py_cfg_number("min_custom_share", 0.5, 0, 1, &cfg.min_custom_share,
+	    (r = py_cfg_number("min_custom_share", 0, 0, 1, &cfg.min_custom_share,
 	    ret_cause)) < 0 ||
 	    (r = py_cfg_number("start_timeout", 120, 1, 3600, &cfg.start_timeout,
 	    ret_cause)) < 0 ||
