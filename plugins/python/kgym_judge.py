@@ -538,20 +538,23 @@ class Judge:
         # differed), and no garbage collection.
         collecting = gc.isenabled()
         gc.disable()
-        t0 = time.perf_counter()
-        self.prep_ms[peer.role].append((t0 - t_prep) * 1e3)
-        ctl.words[CTL_GO] = k
-        if not self.wait_done(peer, k, what):
-            raise Verdict("TIMEOUT_ERROR", "%s: %s did not finish within the %s phase's deadline" % (
-                what, "ModelNew" if peer.role == "candidate" else "the reference", self.phase_name),
-                completed=peer.role == "candidate")
-        for dst, o in zip(self.landing, peer.outputs):
-            dst.copy_(o)
-        if self.gpu:
-            torch.cuda.synchronize()
-        ms = (time.perf_counter() - t0) * 1e3
-        if collecting:
-            gc.enable()
+        try:
+            t0 = time.perf_counter()
+            self.prep_ms[peer.role].append((t0 - t_prep) * 1e3)
+            ctl.words[CTL_GO] = k
+            if not self.wait_done(peer, k, what):
+                raise Verdict("TIMEOUT_ERROR", "%s: %s did not finish within the %s phase's deadline" % (
+                    what, "ModelNew" if peer.role == "candidate" else "the reference", self.phase_name),
+                    completed=peer.role == "candidate")
+            for dst, o in zip(self.landing, peer.outputs):
+                dst.copy_(o)
+            if self.gpu:
+                torch.cuda.synchronize()
+            ms = (time.perf_counter() - t0) * 1e3
+        finally:
+            # A judge server outlives the job: never leave it uncollected.
+            if collecting:
+                gc.enable()
         got = [t.clone() for t in self.landing]
         self.calls += 1
         if ctl.words[CTL_STATUS] != 0:

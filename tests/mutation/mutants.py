@@ -88,10 +88,12 @@ MUTANTS = [
       "    def poison(self, outs):\n        return\n",
       [TJ + ":test_outputs_poisoned"]),
     M("py_clock_before_clone", "the clock stops after the judge's copy of the outputs", JUDGE,
-      "        for dst, o in zip(self.landing, peer.outputs):\n            dst.copy_(o)\n        if self.gpu:\n"
-      "            torch.cuda.synchronize()\n        ms = (time.perf_counter() - t0) * 1e3\n",
-      "        ms = (time.perf_counter() - t0) * 1e3\n        for dst, o in zip(self.landing, peer.outputs):\n"
-      "            dst.copy_(o)\n        if self.gpu:\n            torch.cuda.synchronize()\n",
+      "            for dst, o in zip(self.landing, peer.outputs):\n                dst.copy_(o)\n"
+      "            if self.gpu:\n                torch.cuda.synchronize()\n"
+      "            ms = (time.perf_counter() - t0) * 1e3\n",
+      "            ms = (time.perf_counter() - t0) * 1e3\n"
+      "            for dst, o in zip(self.landing, peer.outputs):\n                dst.copy_(o)\n"
+      "            if self.gpu:\n                torch.cuda.synchronize()\n",
       # On a CPU the copy is a memcpy of a few KiB: only a GPU's unfinished
       # work shows (tests/gpu/run: the exploit suite's side_stream_hidden).
       ["tests/gpu/run"], gpu=True),
