@@ -524,6 +524,7 @@ struct task {
 	int64_t created_ms;		/* wall clock */
 	uint64_t enqueued_us;		/* monotonic, for queue latency */
 	uint64_t started_us;		/* monotonic */
+	uint64_t deadline_us;		/* monotonic: started + timeout_s (sched_start) */
 	char *workflow;
 	char *owner;			/* "uid:N", who may see and cancel it */
 	struct plugin *wf;		/* resolved at dispatch */
