@@ -341,7 +341,10 @@ proc_read(struct bufferevent *bev, void *arg)
 		n = ipc_decode(hdr, sizeof hdr, kgymd_config->max_message_bytes, w->state,
 		    &msg, why, sizeof why);
 		if (n == 0 && avail >= msg.need) {
-			frame = evbuffer_pullup(in, (ev_ssize_t)msg.need);
+			if ((frame = evbuffer_pullup(in, (ev_ssize_t)msg.need)) == NULL) {
+				proc_violation(w, "SYSTEM_ERROR", "out of memory reading a frame");
+				return;
+			}
 			n = ipc_decode(frame, msg.need, kgymd_config->max_message_bytes,
 			    w->state, &msg, why, sizeof why);
 		}
