@@ -87,6 +87,17 @@ host_task_finish(struct kgym_task *t, json_t *result)
 	return 0;
 }
 
+static double
+host_task_time_left(const struct kgym_task *t)
+{
+	const struct task *task = (const struct task *)t;
+	uint64_t now = stats_now_us();
+
+	if (task->deadline_us == 0)	/* not started: all of it */
+		return task->timeout_s > 0 ? task->timeout_s : kgymd_config->default_timeout_s;
+	return task->deadline_us > now ? (double)(task->deadline_us - now) / 1e6 : 0.0;
+}
+
 static int
 host_job_run(struct kgym_task *t, const struct kgym_job_spec *spec,
     void (*done)(struct kgym_task *, const struct kgym_job_outcome *), char **ret_cause)
@@ -110,6 +121,7 @@ static const struct kgym_host host = {
 	.task_finish = host_task_finish,
 	.job_run = host_job_run,
 	.gpu_arch = pool_gpu_arch,
+	.task_time_left = host_task_time_left,
 	/* gpu_lock and phase exist only inside workers. */
 };
 

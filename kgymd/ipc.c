@@ -10,14 +10,18 @@
  *
  * The worker side is less trusted than the parent: a job runs candidate
  * code in the worker's address space, so anything the parent receives may
- * be forged.  Hence the strict header checks and the per-state table of
- * allowed types in proc.c.
+ * be forged.  Hence the strict header checks, a hard cap on the length
+ * whatever the configuration says, and the per-state table of the types a
+ * worker may send, all in ipc_decode() so that one function, unit-tested
+ * (tests/unit/test_ipc.c) and fuzzed (tests/fuzz/fuzz_ipc.c), stands
+ * between the worker's bytes and proc.c's handlers.
  */
 #include "config.h"
 
 #include <arpa/inet.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,6 +39,47 @@ static const char *const ipc_type_names[IPC__TYPE_COUNT] = {
 	[IPC_FATAL] = "FATAL",
 	[IPC_BYE] = "BYE",
 };
+
+static const char *const ipc_state_names[] = {
+	[W_STARTING] = "starting",
+	[W_IDLE] = "idle",
+	[W_BUSY] = "busy",
+	[W_LOCK_WAIT] = "lock_wait",
+	[W_STOPPING] = "stopping",
+	[W_DOWN] = "down",
+};
+
+#define T(x) (1u << (x))
+/*
+ * What a worker may send in each state; anything else kills it.  JOB,
+ * GRANTED and BYE go the other way and are accepted in no state.
+ */
+static const unsigned int ipc_accepts[] = {
+	[W_STARTING] = T(IPC_HELLO) | T(IPC_LOG) | T(IPC_FATAL),
+	[W_IDLE] = T(IPC_LOG),
+	[W_BUSY] = T(IPC_LOG) | T(IPC_RESULT) | T(IPC_LOCK) | T(IPC_PHASE) | T(IPC_FATAL),
+	[W_LOCK_WAIT] = T(IPC_LOG),
+	[W_STOPPING] = T(IPC_LOG) | T(IPC_FATAL),
+	[W_DOWN] = 0,
+};
+#undef T
+
+const char *
+ipc_state_name(enum worker_state state)
+{
+	if ((unsigned)state >= sizeof ipc_state_names / sizeof ipc_state_names[0])
+		return "invalid";
+	return ipc_state_names[state];
+}
+
+bool
+ipc_allowed(enum worker_state state, unsigned int type)
+{
+	if ((unsigned)state >= sizeof ipc_accepts / sizeof ipc_accepts[0] ||
+	    type == 0 || type >= IPC__TYPE_COUNT)
+		return false;
+	return (ipc_accepts[state] & (1u << type)) != 0;
+}
 
 const char *
 ipc_type_name(unsigned int type)
@@ -83,7 +128,9 @@ ipc_header_decode(const unsigned char hdr[IPC_HEADER_LEN], size_t max_len,
 		snprintf(why, whylen, "unknown message type %u", type);
 		return -EPROTO;
 	}
-	if (len > max_len) {
+	if (len > max_len || len > IPC_MAX_PAYLOAD) {
+		if (max_len > IPC_MAX_PAYLOAD)
+			max_len = IPC_MAX_PAYLOAD;
 		snprintf(why, whylen, "%s message of %u bytes exceeds the limit of %zu bytes",
 		    ipc_type_name(type), len, max_len);
 		return -EMSGSIZE;
@@ -99,6 +146,10 @@ ipc_payload_decode(const char *buf, size_t len, char *why, size_t whylen)
 	json_error_t jerr;
 	json_t *o;
 
+	if (len == 0) {
+		snprintf(why, whylen, "empty payload, expected a JSON object");
+		return NULL;
+	}
 	o = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (o == NULL) {
 		snprintf(why, whylen, "payload is not JSON: %s", jerr.text);
@@ -112,6 +163,39 @@ ipc_payload_decode(const char *buf, size_t len, char *why, size_t whylen)
 	return o;
 }
 
+ssize_t
+ipc_decode(const void *buf, size_t avail, size_t max_len, enum worker_state state,
+    struct ipc_msg *msg, char *why, size_t whylen)
+{
+	const unsigned char *p = buf;
+	unsigned int type;
+	uint32_t len;
+	int error;
+
+	msg->type = 0;
+	msg->payload = NULL;
+	msg->need = IPC_HEADER_LEN;
+	if (avail < IPC_HEADER_LEN)
+		return 0;
+	if ((error = ipc_header_decode(p, max_len, &type, &len, why, whylen)) < 0)
+		return error;
+	/* Refused before its payload is buffered: no waiting on what is refused. */
+	if (!ipc_allowed(state, type)) {
+		snprintf(why, whylen, "%s is not allowed while %s", ipc_type_name(type),
+		    ipc_state_name(state));
+		return -EPERM;
+	}
+	/* len <= IPC_MAX_PAYLOAD: the sum cannot wrap, even with a 32-bit size_t. */
+	msg->need = IPC_HEADER_LEN + (size_t)len;
+	if (avail < msg->need)
+		return 0;
+	if ((msg->payload = ipc_payload_decode((const char *)p + IPC_HEADER_LEN, len, why,
+	    whylen)) == NULL)
+		return -EPROTO;
+	msg->type = type;
+	return (ssize_t)msg->need;
+}
+
 char *
 ipc_frame(unsigned int type, const json_t *payload, size_t *ret_len)
 {
@@ -122,7 +206,7 @@ ipc_frame(unsigned int type, const json_t *payload, size_t *ret_len)
 	if (body == NULL)
 		return NULL;
 	n = strlen(body);
-	if (n > UINT32_MAX || (frame = malloc(IPC_HEADER_LEN + n)) == NULL) {
+	if (n > IPC_MAX_PAYLOAD || (frame = malloc(IPC_HEADER_LEN + n)) == NULL) {
 		free(body);
 		return NULL;
 	}
@@ -202,7 +286,7 @@ ipc_recv(int fd, size_t max_len, unsigned int *ret_type, json_t **ret_payload,
 	}
 	if ((error = ipc_header_decode(hdr, max_len, &type, &len, why, whylen)) < 0)
 		return error;
-	if ((buf = malloc(len + 1)) == NULL)
+	if ((buf = malloc((size_t)len + 1)) == NULL)
 		return -ENOMEM;
 	if ((error = ipc_read_all(fd, buf, len)) < 0) {
 		snprintf(why, whylen, "reading a %s payload: %s", ipc_type_name(type),

@@ -388,6 +388,8 @@ void	store_row_free(struct store_row *row);
 #define IPC_MAGIC	0x4b47594du	/* "KGYM" */
 #define IPC_VERSION	1
 #define IPC_HEADER_LEN	12
+/* No frame is longer, whatever max_message_bytes says: len + 1 cannot wrap. */
+#define IPC_MAX_PAYLOAD	(1024u * 1024u * 1024u)
 
 enum ipc_type {
 	IPC_HELLO = 1,		/* w->p: ready: pid, slot, gpu, backends, sandbox */
@@ -405,13 +407,42 @@ enum ipc_type {
 const char *ipc_type_name(unsigned int type);
 void	ipc_header_encode(unsigned char hdr[IPC_HEADER_LEN], unsigned int type,
 	    uint32_t len);
-/* -EPROTO (bad magic/version/type) or -EMSGSIZE, with the reason in why. */
+/*
+ * -EPROTO (bad magic/version/type) or -EMSGSIZE (over max_len or
+ * IPC_MAX_PAYLOAD), with the reason in why.
+ */
 int	ipc_header_decode(const unsigned char hdr[IPC_HEADER_LEN], size_t max_len,
 	    unsigned int *ret_type, uint32_t *ret_len, char *why, size_t whylen);
 /* A JSON object from a payload, or NULL with the reason in why. */
 json_t	*ipc_payload_decode(const char *buf, size_t len, char *why, size_t whylen);
 /* A whole frame, malloc'd. */
 char	*ipc_frame(unsigned int type, const json_t *payload, size_t *ret_len);
+
+/* A worker's state as the parent sees it: what it may send (ipc_decode). */
+enum worker_state { W_STARTING, W_IDLE, W_BUSY, W_LOCK_WAIT, W_STOPPING, W_DOWN };
+
+const char *ipc_state_name(enum worker_state state);
+/* Whether a worker in `state` may send a frame of `type`. */
+bool	ipc_allowed(enum worker_state state, unsigned int type);
+
+struct ipc_msg {
+	unsigned int type;
+	json_t *payload;	/* the caller's once ipc_decode returned > 0 */
+	size_t need;		/* with 0 returned: bytes the whole frame needs */
+};
+
+/*
+ * Decode the frame at the front of buf[0..avail) that a worker in `state`
+ * sent: the parent's only reader of bytes from sandboxed code.  Returns the
+ * frame's size (> 0) with msg->type and msg->payload set; 0 when it has not
+ * all arrived yet (msg->need: the bytes the frame needs, IPC_HEADER_LEN
+ * while the header is incomplete); or, with the reason in why,
+ * -EMSGSIZE (length over max_len), -EPERM (a type the state does not
+ * accept, refused before its payload is waited for) or -EPROTO (bad
+ * magic, version or type; a payload that is not one JSON object).
+ */
+ssize_t	ipc_decode(const void *buf, size_t avail, size_t max_len,
+	    enum worker_state state, struct ipc_msg *msg, char *why, size_t whylen);
 /* Blocking helpers for the worker side. */
 int	ipc_send(int fd, unsigned int type, const json_t *payload);
 int	ipc_recv(int fd, size_t max_len, unsigned int *ret_type, json_t **ret_payload,
@@ -493,6 +524,7 @@ struct task {
 	int64_t created_ms;		/* wall clock */
 	uint64_t enqueued_us;		/* monotonic, for queue latency */
 	uint64_t started_us;		/* monotonic */
+	uint64_t deadline_us;		/* monotonic: started + timeout_s (sched_start) */
 	char *workflow;
 	char *owner;			/* "uid:N", who may see and cancel it */
 	struct plugin *wf;		/* resolved at dispatch */
@@ -847,8 +879,6 @@ const char *pool_gpu_name(int index);
  * One worker process per slot: fork+exec, the per-state message table,
  * phase deadlines, reaping and obituaries, respawn.
  */
-
-enum worker_state { W_STARTING, W_IDLE, W_BUSY, W_LOCK_WAIT, W_STOPPING, W_DOWN };
 
 struct worker {
 	char name[32];			/* "gpu0.1", "cpu3" */

@@ -10,7 +10,8 @@
  *                                      |  \--LOCK--> LOCK_WAIT --GRANTED--> BUSY
  *   (any) --BYE/kill--> STOPPING --reaped--> respawned
  *
- * and a table of the message types each state accepts.  Anything else from
+ * and a table of the message types each state accepts (ipc.c, whose
+ * ipc_decode() reads every frame a worker sends).  Anything else from
  * a worker -- a bad header, an unknown or untimely type, an oversized or
  * non-JSON payload, a result for another job -- is a protocol violation:
  * the worker is killed at once, since a job runs candidate code in the
@@ -52,27 +53,6 @@
 
 static TAILQ_HEAD(, worker) proc_all = TAILQ_HEAD_INITIALIZER(proc_all);
 static struct event *proc_sigchld;
-
-static const char *const proc_state_names[] = {
-	[W_STARTING] = "starting",
-	[W_IDLE] = "idle",
-	[W_BUSY] = "busy",
-	[W_LOCK_WAIT] = "lock_wait",
-	[W_STOPPING] = "stopping",
-	[W_DOWN] = "down",
-};
-
-#define T(x) (1u << (x))
-/* What a worker may send in each state; anything else kills it. */
-static const unsigned int proc_allowed[] = {
-	[W_STARTING] = T(IPC_HELLO) | T(IPC_LOG) | T(IPC_FATAL),
-	[W_IDLE] = T(IPC_LOG),
-	[W_BUSY] = T(IPC_LOG) | T(IPC_RESULT) | T(IPC_LOCK) | T(IPC_PHASE) | T(IPC_FATAL),
-	[W_LOCK_WAIT] = T(IPC_LOG),
-	[W_STOPPING] = T(IPC_LOG) | T(IPC_FATAL),
-	[W_DOWN] = 0,
-};
-#undef T
 
 static void proc_spawn(struct worker *w);
 static void proc_spawn_cb(evutil_socket_t, short, void *);
@@ -349,43 +329,43 @@ proc_read(struct bufferevent *bev, void *arg)
 	struct worker *w = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	unsigned char hdr[IPC_HEADER_LEN];
-	unsigned int type;
-	uint32_t len;
+	struct ipc_msg msg;
+	const void *frame;
 	char why[256];
-	json_t *msg;
-	int error;
+	size_t avail;
+	ssize_t n;
 
-	while (w->bev != NULL && evbuffer_get_length(in) >= IPC_HEADER_LEN) {
+	while (w->bev != NULL && (avail = evbuffer_get_length(in)) >= IPC_HEADER_LEN) {
+		/* The header first: a refused frame is refused before it is buffered. */
 		evbuffer_copyout(in, hdr, sizeof hdr);
-		error = ipc_header_decode(hdr, kgymd_config->max_message_bytes, &type, &len,
-		    why, sizeof why);
-		if (error == -EMSGSIZE) {
+		n = ipc_decode(hdr, sizeof hdr, kgymd_config->max_message_bytes, w->state,
+		    &msg, why, sizeof why);
+		if (n == 0 && avail >= msg.need) {
+			if ((frame = evbuffer_pullup(in, (ev_ssize_t)msg.need)) == NULL) {
+				proc_violation(w, "SYSTEM_ERROR", "out of memory reading a frame");
+				return;
+			}
+			n = ipc_decode(frame, msg.need, kgymd_config->max_message_bytes,
+			    w->state, &msg, why, sizeof why);
+		}
+		if (n == -EMSGSIZE) {
 			proc_violation(w, "RESOURCE_ERROR", "%s (max_message_bytes)", why);
 			return;
 		}
-		if (error < 0) {
+		if (n < 0) {
 			proc_violation(w, "SANDBOX_VIOLATION", "broke the worker protocol: %s", why);
 			return;
 		}
-		if (evbuffer_get_length(in) < IPC_HEADER_LEN + (size_t)len)
+		if (n == 0)
 			return;
-		evbuffer_drain(in, IPC_HEADER_LEN);
-		msg = ipc_payload_decode((const char *)evbuffer_pullup(in, len), len, why,
-		    sizeof why);
-		evbuffer_drain(in, len);
-		if (msg == NULL) {
-			proc_violation(w, "SANDBOX_VIOLATION", "broke the worker protocol: %s", why);
-			return;
-		}
-		if (!(proc_allowed[w->state] & (1u << type)) || proc_handlers[type] == NULL) {
-			proc_violation(w, "SANDBOX_VIOLATION",
-			    "broke the worker protocol: %s is not allowed while %s",
-			    ipc_type_name(type), proc_state_names[w->state]);
-			json_decref(msg);
-			return;
-		}
-		proc_handlers[type](w, msg);
-		json_decref(msg);
+		evbuffer_drain(in, (size_t)n);
+		if (proc_handlers[msg.type] == NULL) {
+			/* ipc_decode's table and the handlers disagree: our bug. */
+			proc_violation(w, "SYSTEM_ERROR", "no handler for %s",
+			    ipc_type_name(msg.type));
+		} else
+			proc_handlers[msg.type](w, msg.payload);
+		json_decref(msg.payload);
 	}
 }
 
@@ -788,7 +768,7 @@ json_t *
 proc_describe(const struct worker *w)
 {
 	return json_pack("{s:s, s:I, s:s, s:s?, s:s?, s:i, s:s, s:O?}", "name", w->name,
-	    "pid", (json_int_t)w->pid, "state", proc_state_names[w->state],
+	    "pid", (json_int_t)w->pid, "state", ipc_state_name(w->state),
 	    "task_id", pool_job_task_id(w), "phase", pool_job_phase(w),
 	    "jobs_done", (int)w->jobs_done,
 	    "lock", w->lock_held == KGYM_GPU_EXCLUSIVE ? "exclusive" :

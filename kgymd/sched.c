@@ -543,8 +543,10 @@ sched_start(struct task *task)
 	char *cause = NULL;
 	int error;
 
+	/* The task's deadline: the one clock that ends a task (ARCHITECTURE.md). */
 	t = task->timeout_s > 0 ? task->timeout_s : kgymd_config->default_timeout_s;
 	task->timeout_s = t;
+	task->deadline_us = stats_now_us() + (uint64_t)(t * 1e6);
 	tv.tv_sec = (time_t)t;
 	tv.tv_usec = (suseconds_t)((t - (double)tv.tv_sec) * 1e6);
 	task->deadline = evtimer_new(kgymd_base, sched_deadline, task);

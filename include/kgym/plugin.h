@@ -32,6 +32,9 @@
  *        workflows; host->gpu_lock and ->phase for backends inside a
  *        worker; the plugin field `syscalls` (a backend's documented seccomp
  *        additions).
+ *   1.2  host->task_time_left: the task's deadline, which the daemon owns,
+ *        for workflows to hand down to their jobs (ARCHITECTURE.md,
+ *        "Who owns which clock").
  */
 #ifndef KGYM_PLUGIN_H
 #define KGYM_PLUGIN_H
@@ -46,7 +49,7 @@ extern "C" {
 #endif
 
 #define KGYM_PLUGIN_ABI_MAJOR	1
-#define KGYM_PLUGIN_ABI_MINOR	1
+#define KGYM_PLUGIN_ABI_MINOR	2
 
 /* The one symbol a plugin exports. */
 #define KGYM_PLUGIN_SYMBOL	"kgym_plugin"
@@ -194,6 +197,18 @@ struct kgym_host {
 	 * there is no GPU).  With GPUs of several architectures, the lowest.
 	 */
 	const char *(*gpu_arch)(void);
+
+	/* --- ABI 1.2 --- */
+
+	/*
+	 * Workflows: seconds left before the task's deadline (its timeout_s,
+	 * or the daemon's default_timeout, counted from its start), never
+	 * below 0.  The daemon owns that clock and ends the task when it runs
+	 * out; a workflow hands what is left down to its jobs, so that the
+	 * backend's own phase deadlines end first, with an error that names
+	 * the phase.
+	 */
+	double (*task_time_left)(const struct kgym_task *task);
 };
 
 /*

@@ -24,6 +24,13 @@
  * lookup.  Reference *outputs* are never cached: they live only in the
  * harness's trusted reference process.
  *
+ * Deadlines: the task's, which the daemon owns (host->task_time_left), goes
+ * down to the harness as request.timeout_s, less a margin for the result's
+ * way back (the payload's own "timeout" when that is shorter); the
+ * backend adds its phase limits.  So a candidate that runs too long ends
+ * as the harness's TIMEOUT_ERROR naming the phase, not as the daemon's
+ * "the task ran past its timeout" (ARCHITECTURE.md, "Who owns which clock").
+ *
  * Unlike native tasks (interleaved ABAB timing), a cached
  * reference timing is another moment's measurement: that is KernelGYM's
  * semantics, which its users expect, and the result says which it was
@@ -53,6 +60,12 @@
 #define PW_DEFAULT_SOURCE	(1u << 20)
 #define PW_MIN_CORRECT_TRIALS	5	/* kgymd-protocol(7), RESULTS */
 #define PW_ERRLEN		2048
+/*
+ * What the job's clock keeps back from the task's time left: the harness's
+ * verdict must travel back (and a job may wait for a worker) before the
+ * daemon's own deadline for the task fires.  A quarter of a short timeout.
+ */
+#define PW_DEADLINE_MARGIN_S	5.0
 
 static const struct kgym_host *host;
 static const struct kgym_plugin_handle *self;
@@ -285,6 +298,29 @@ pw_hash_field(EVP_MD_CTX *ctx, const char *s)
 	return EVP_DigestUpdate(ctx, len, sizeof len) && EVP_DigestUpdate(ctx, s != NULL ? s : "", n);
 }
 
+/*
+ * request.timeout_s: what is left of the task's deadline, less the margin,
+ * or payload.timeout when that is shorter.  The harness ends every phase
+ * by it.
+ */
+static int
+pw_set_timeout(struct kgym_task *task, const json_t *payload, json_t *request)
+{
+	const json_t *v = pw_get(payload, "timeout");
+	double left, margin;
+
+	if (host->task_time_left == NULL)	/* a host table without it: the payload's alone */
+		return 0;
+	left = host->task_time_left(task);
+	margin = left / 4 < PW_DEADLINE_MARGIN_S ? left / 4 : PW_DEADLINE_MARGIN_S;
+	left -= margin;
+	if (left < 0.001)
+		left = 0.001;
+	if (v != NULL && json_number_value(v) < left)
+		return 0;
+	return json_object_set_new(request, "timeout_s", json_real(left)) == 0 ? 0 : -ENOMEM;
+}
+
 /* The cache key of a payload's reference timing in environment (torch, device). */
 static int
 pw_key(const json_t *payload, int cls, const char *torch, const char *device,
@@ -506,6 +542,12 @@ pw_start(struct kgym_task *task, char **ret_cause)
 			continue;
 		json_object_set(request, strcmp(pw_fields[i].name, "timeout") == 0 ? "timeout_s" :
 		    pw_fields[i].name, (json_t *)v);
+	}
+	if ((r = pw_set_timeout(task, payload, request)) < 0) {
+		json_decref(request);
+		host->task_set_data(task, NULL);
+		pw_task_free(t);
+		return r;
 	}
 	if ((v = pw_get(payload, "num_correct_trials")) == NULL ||
 	    json_integer_value(v) < PW_MIN_CORRECT_TRIALS)

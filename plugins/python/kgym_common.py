@@ -474,7 +474,7 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
             # worker's group, and this supervisor's sweep with it.  Twice the
             # job's phase deadlines: a GPU candidate spends little CPU time.
             limits = dict(limits, cpu_seconds=int(2 * sum(float(limits.get(k, d)) for k, d in (
-                ("compile_timeout", 50), ("correctness_timeout", 100), ("timing_timeout", 250)))))
+                ("compile_timeout", 180), ("correctness_timeout", 100), ("timing_timeout", 250)))))
     t0 = time.monotonic()
     abi = enter_sandbox(lib, d, gpu, limits, interpreter_paths(job_dir), exec_paths)
     SETUP_MS["sandbox"] = (time.monotonic() - t0) * 1e3

@@ -95,7 +95,9 @@ executor_main = None           # kgym_executor.executor_main, imported with torc
 # ------------------------------------------------------------------ the supervisor's side of a job
 
 PHASES = {  # name: (limit key, default seconds, what it is, for a timeout's message)
-    "compile": ("compile_timeout", 50, "loading kernel_code and building the models"),
+    # Equal to python.c's defaults, which it always sends (limits); the task's
+    # deadline comes as request.timeout_s (ARCHITECTURE.md, "Who owns which clock").
+    "compile": ("compile_timeout", 180, "loading kernel_code and building the models"),
     "correctness": ("correctness_timeout", 100, "the correctness trials"),
     "timing": ("timing_timeout", 250, "the timed calls and the reference's timing"),
 }
@@ -318,7 +320,7 @@ class Job:
         cached = self.cached_reference_timing()
         self.meta["reference_timing_cached"] = cached is not None
         self.phase = ("compile", time.monotonic())
-        self.deadline = self.phase[1] + float(lim.get("compile_timeout", 50))
+        self.deadline = self.phase[1] + float(lim.get("compile_timeout", PHASES["compile"][1]))
         send_msg(self.sup_j, {"type": "job", "limits": lim, "job_dir": self.job_dir, "deadline": self.deadline,
                               "job": dict(job, profile=probe, reference_timing=cached),
                               "reference_job": dict(common, reference_backend=job["reference_backend"])})

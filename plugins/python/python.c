@@ -39,10 +39,12 @@
  *   sandbox_lib         libkgym_sandbox.so (default beside the harness)
  *   start_timeout       how long the first job waits for the zygote (120)
  *   compile_timeout, correctness_timeout, timing_timeout
- *                       the harness's own phase deadlines (180, 100, 250);
- *                       keep them below [workers]'s, so that a slow
- *                       candidate ends as a clean TIMEOUT_ERROR instead of
- *                       a killed worker
+ *                       the phase deadlines (180, 100, 250), sent to the
+ *                       harness with every job (it relies on no defaults
+ *                       of its own) and cut short by the task's deadline
+ *                       (request.timeout_s, from the workflow); keep them
+ *                       below [workers]'s, so that a slow candidate ends as
+ *                       a clean TIMEOUT_ERROR instead of a killed worker
  *   memory              each child's RLIMIT_AS (CPU) / RLIMIT_DATA (GPU)
  *                       (default 16G: torch alone maps ~0.7 GB)
  *   max_files (256), max_processes (1024), max_file_size (64M)
@@ -636,7 +638,7 @@ py_result_is_ours(const json_t *msg)
 static int
 py_run(const json_t *request, json_t **ret_result, char **ret_cause)
 {
-	double deadline, t0 = py_now();
+	double deadline, budget, t0 = py_now();
 	char how[256];
 	json_t *msg, *result, *meta;
 	const char *type, *text;
@@ -658,8 +660,12 @@ py_run(const json_t *request, json_t **ret_result, char **ret_cause)
 		return pu_cause(host, ret_cause, -ENOMEM, "out of memory building the job");
 	r = py_send(msg);
 	json_decref(msg);
-	deadline = py_now() + cfg.compile_timeout + cfg.correctness_timeout + cfg.timing_timeout +
-	    PY_BACKSTOP_S;
+	/* The harness ends the job by the phases' sum or the task's time, if less. */
+	budget = cfg.compile_timeout + cfg.correctness_timeout + cfg.timing_timeout;
+	if (json_number_value(json_object_get(request, "timeout_s")) > 0 &&
+	    json_number_value(json_object_get(request, "timeout_s")) < budget)
+		budget = json_number_value(json_object_get(request, "timeout_s"));
+	deadline = py_now() + budget + PY_BACKSTOP_S;
 	while (r == 0) {
 		if ((r = py_recv(deadline, &msg)) < 0)
 			break;

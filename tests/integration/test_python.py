@@ -14,7 +14,8 @@ VALIDATION_ERROR naming the line; a candidate opening a socket (past the
 static checks) is killed by seccomp and one reading the task store is
 stopped by Landlock (SANDBOX_VIOLATION); identity on a ReLU problem fails the
 signed-input trial; exceptions and crashes are RUNTIME_ERROR with
-compiled:true; a hang is a TIMEOUT_ERROR naming the phase; input mutation and
+compiled:true; a hang is a TIMEOUT_ERROR naming the phase, also when the
+task's timeout_s is shorter than the phase's limit; input mutation and
 misbehaving timed calls are REWARD_HACKs; the reference timing cache hits on
 the second task of a problem and force_refresh bypasses it; malformed
 payloads are rejected at submit naming the field; one zygote serves many
@@ -45,6 +46,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import kgymtest as k
 
@@ -463,11 +465,47 @@ def test_runtime_error_and_crash():
 
 
 def test_hang_times_out():
+    t0 = time.monotonic()
     r = run_tasks(D, [task("hang", RELU_REF, relu_candidate("return self.spin(x)").replace(
         "    def forward", "    def spin(self, x):\n        while True:\n            pass\n\n    def forward"))])["hang"]
+    took = time.monotonic() - t0
     k.check(r["status"] == "failed" and r["error_code"] == "TIMEOUT_ERROR", show(r))
     k.check("correctness phase" in r["error_message"], show(r))
     k.check(r["compiled"] is True, show(r))
+    # By the plugin's correctness_timeout (10 s here), which python.c sends
+    # with the job, not by a default of the harness's own (100 s).
+    k.check(took < 60, "%.1f s: %s" % (took, show(r)))
+
+
+def test_task_deadline_owns_the_phases():
+    """The task's timeout_s (the daemon's clock) reaches the harness: a hang
+    ends as the harness's TIMEOUT_ERROR naming the phase before the daemon's
+    own deadline fires, even with phase limits longer than the task."""
+    P = PyDaemon(python_conf={"correctness_timeout": "100", "timing_timeout": "100"},
+                 workers_conf="cpu_workers = 1\ncompile_deadline = 120\ncorrectness_deadline = 120\n"
+                              "timing_deadline = 120\njob_deadline = 120\nstart_timeout = 60")
+    try:
+        P.start()
+        # The first job waits for the zygote's imports: warm it up.
+        r = run_tasks(P, [task("warm", RELU_REF, relu_candidate("return torch.relu(x)"))])["warm"]
+        k.check(r["status"] == "completed" and r["correctness"] is True, show(r))
+        hang = task("hang-deadline", RELU_REF, relu_candidate("return self.spin(x)").replace(
+            "    def forward", "    def spin(self, x):\n        while True:\n            pass\n\n    def forward"))
+        hang["timeout_s"] = 24
+        t0 = time.monotonic()
+        r = run_tasks(P, [hang])["hang-deadline"]
+        took = time.monotonic() - t0
+        k.check(r["status"] == "failed" and r["error_code"] == "TIMEOUT_ERROR", show(r))
+        # Without the task's deadline the harness would wait 100 s and the
+        # daemon end the task first: "the task ran past its timeout".
+        k.check("correctness phase" in r["error_message"], show(r))
+        k.check("ran past its timeout" not in r["error_message"], show(r))
+        k.check(r["compiled"] is True and took < 24, "%.1f s: %s" % (took, show(r)))
+    finally:
+        try:
+            P.stop()
+        finally:
+            P.cleanup()
 
 
 def test_reward_hacks():
@@ -632,7 +670,8 @@ def main():
         D.start()
         tests = [test_examples, test_forbidden_import, test_syntax_error_is_compilation_error,
                  test_sandbox_socket_killed, test_sandbox_task_store_unreadable, test_identity_fails_signed_trial,
-                 test_runtime_error_and_crash, test_hang_times_out, test_reward_hacks,
+                 test_runtime_error_and_crash, test_hang_times_out, test_task_deadline_owns_the_phases,
+                 test_reward_hacks,
                  test_reference_timing_cache, test_zygote_serves_many_jobs, test_jobs_of_one_reference_in_a_row,
                  test_remove_tree_tolerates_the_wipe,
                  test_validation_at_submit,
