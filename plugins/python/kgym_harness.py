@@ -86,7 +86,7 @@ from kgym_common import (MIN_CORRECT_TRIALS, PR_SET_CHILD_SUBREAPER, PROTOCOL, S
 from kgym_static import custom_kernel_names, static_check  # noqa: E402
 from kgym_procs import (Child, JudgeServer, ServerChild, reap_descendants,  # noqa: E402
                         remove_tree, tail_of)
-from kgym_profile import is_custom_kernel, judge_profile  # noqa: E402,F401
+from kgym_profile import is_custom_kernel, judge_profile, min_custom_share  # noqa: E402,F401
 
 torch = None                   # imported by the zygote (preload)
 triton = None
@@ -540,18 +540,6 @@ class Job:
             return self.base("completed", True, False, code, why + ("\n" + log if log else ""))
         return self.fail(code, why + ("\n" + log if log else ""), compiled)
 
-    def min_custom_share(self):
-        """The share of GPU kernel time a "triton" or "cuda" candidate's
-        own kernels must take, or 0: a figure in the metadata only.  The
-        task's own min_custom_share, else [plugin.python]'s (default 0):
-        a torch GEMM with a fused Triton epilogue is an honest candidate
-        whose kernels take a few percent, so coverage is the reward
-        function's to weigh unless the task opts in."""
-        v = self.req.get("min_custom_share")
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v)
-        return float(self.limits.get("min_custom_share", 0.0))
-
     def apply_profile(self, r, p, matter, kstats):
         """(still correct?, result) after what the candidate's profiled
         calls (CUPTI, the candidate process's word: advisory) and its calls
@@ -565,7 +553,7 @@ class Job:
         if p.get("status") == "ok" and isinstance(p.get("kernels"), list):
             try:
                 table, meta, gpu_ms, hack = judge_profile(p, self.custom, self.req.get("backend"), kstats,
-                                                          self.min_custom_share())
+                                                          min_custom_share(self.req, self.limits))
             except (KeyError, TypeError, ValueError) as e:
                 self.meta["profile_status"] = "unreadable: %s" % e
             else:

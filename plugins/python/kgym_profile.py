@@ -45,6 +45,19 @@ def is_custom_kernel(name, custom):
     return bool(path) and path[-1] in custom and path[0] not in LIBRARY_NAMESPACES
 
 
+def min_custom_share(req, limits):
+    """The share of GPU kernel time a "triton" or "cuda" candidate's own
+    kernels must take, or 0: a figure in the metadata only.  The task's own
+    min_custom_share, else [plugin.python]'s (default 0): a torch GEMM with a
+    fused Triton epilogue is an honest candidate whose kernels take a few
+    percent, so coverage is the reward function's to weigh unless the task
+    opts in."""
+    v = req.get("min_custom_share")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    return float(limits.get("min_custom_share", 0.0))
+
+
 def judge_profile(profile, custom, backend, kstats, min_share):
     """What the candidate's profiled calls say (kgymd-protocol(7), "Reward hacks"): the metadata
     (KernelGYM's names) and the hack, if any -- a decoy (its own kernels

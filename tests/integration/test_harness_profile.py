@@ -88,19 +88,15 @@ def test_coverage_is_a_figure_unless_asked():
     """A torch GEMM with a small fused Triton epilogue (an honest level-2
     candidate) is no pytorch_fallback by default: the share is a figure in
     the metadata; a task (or [plugin.python]) opts in with min_custom_share."""
-    import types
-    job = types.SimpleNamespace
-    share = h.Job.min_custom_share
-    k.check(share(job(req={}, limits={})) == 0.0, "default: no threshold")
-    k.check(share(job(req={}, limits={"min_custom_share": 0.3})) == 0.3, "[plugin.python]'s")
-    k.check(share(job(req={"min_custom_share": 0.6}, limits={"min_custom_share": 0.3})) == 0.6,
+    share = h.min_custom_share
+    k.check(share({}, {}) == 0.0, "default: no threshold")
+    k.check(share({}, {"min_custom_share": 0.3}) == 0.3, "[plugin.python]'s")
+    k.check(share({"min_custom_share": 0.6}, {"min_custom_share": 0.3}) == 0.6,
             "the task's own overrides the plugin's")
-    k.check(share(job(req={"min_custom_share": 0}, limits={"min_custom_share": 0.3})) == 0.0,
-            "a task may turn it off")
-    k.check(share(job(req={"min_custom_share": True}, limits={})) == 0.0, "a bool is no share")
+    k.check(share({"min_custom_share": 0}, {"min_custom_share": 0.3}) == 0.0, "a task may turn it off")
+    k.check(share({"min_custom_share": True}, {}) == 0.0, "a bool is no share")
     p = profile(kern(TORCH_GEMM, 3, 3000000), kern("copy_kernel", 3, 30000))
-    _, meta, _, hack = h.judge_profile(p, ["copy_kernel"], "triton", {"median_ms": 1.0},
-                                       share(job(req={}, limits={})))
+    _, meta, _, hack = h.judge_profile(p, ["copy_kernel"], "triton", {"median_ms": 1.0}, share({}, {}))
     k.check(hack is None, "an honest fused epilogue is not flagged by default: %r" % (hack,))
     k.check(meta["num_custom_kernels"] == 1 and meta["num_total_kernels"] == 2 and
             meta["custom_kernel_cuda_time_in_profiling_us"] == 30.0 and

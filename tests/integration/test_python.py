@@ -627,6 +627,8 @@ def test_validation_at_submit():
         ({"device": "tpu"}, ["device", "tpu"]),
         ({"backend": "triton"}, ["device", "triton"]),
         ({"timeout": -1}, ["timeout"]),
+        ({"min_custom_share": 1.5}, ["min_custom_share", "0 to 1"]),
+        ({"min_custom_share": "half"}, ["min_custom_share", "number"]),
     ]
     tasks = []
     for i, (change, _) in enumerate(cases):
