@@ -29,6 +29,7 @@
 
 #include "client.h"
 #include "output.h"
+#include "watch.h"
 
 #define KGYMCTL_DEFAULT_SOCKET "/run/kgym/kgymd.sock"
 #define KGYMCTL_BATCH 1000 /* tasks per submit request */
@@ -287,259 +288,6 @@ call_once(const char *op, json_t *args, json_t **ret_reply)
 	}
 	*ret_reply = reply;
 	return KGYMCTL_OK;
-}
-
-/*
- * How a task ended, for the counts: incorrect (it ran, and its outputs were
- * wrong: a verdict on the candidate) is kept apart from failed (it did not
- * get that far, or kgymd could not judge it), since reward code treats them
- * differently.
- */
-enum outcome {
-	OUTCOME_CORRECT,
-	OUTCOME_INCORRECT,
-	OUTCOME_FAILED,
-	OUTCOME_CANCELLED,
-	OUTCOME__COUNT,
-};
-
-static enum outcome
-task_outcome(const char *state, json_t *result)
-{
-	if (strcmp(state, "cancelled") == 0)
-		return OUTCOME_CANCELLED;
-	if (strcmp(state, "completed") != 0 ||
-	    strcmp(output_str(result, "status"), "failed") == 0)
-		return OUTCOME_FAILED;
-	if (json_is_false(json_object_get(result, "correctness")))
-		return OUTCOME_INCORRECT;
-	return OUTCOME_CORRECT;
-}
-
-/* One JSON object on one line of stdout (--json's per-task lines). */
-static void
-print_json_object(json_t *o)
-{
-	char *line = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-
-	if (line != NULL) {
-		fputs(line, stdout);
-		fputc('\n', stdout);
-		fflush(stdout);
-	}
-	free(line);
-}
-
-/* ------------------------------------------------------------ watch */
-
-/*
- * Tasks being followed until they end.  Records are JSON objects
- * {"task_id","state","result"} kept in submission order, indexed by id.
- */
-struct watch {
-	json_t *records;
-	json_t *by_id;
-	size_t ended;
-	size_t bad;		  /* failed, incorrect or cancelled */
-	size_t count[OUTCOME__COUNT];
-	size_t earlier;		  /* results of an earlier submission of the id */
-	size_t not_found;	  /* ids kgymd does not know (wait) */
-	bool interactive; /* a person watches: bar and table, not lines */
-	bool bar;	  /* draw the progress bar on stderr */
-	bool bar_shown;
-};
-
-static int
-watch_init(struct watch *w, bool interactive)
-{
-	memset(w, 0, sizeof *w);
-	w->records = json_array();
-	w->by_id = json_object();
-	if (w->records == NULL || w->by_id == NULL) {
-		json_decref(w->records);
-		json_decref(w->by_id);
-		return -ENOMEM;
-	}
-	w->interactive = interactive && !opts.json;
-	w->bar = w->interactive && isatty(STDERR_FILENO);
-	return 0;
-}
-
-static void
-watch_clear(struct watch *w)
-{
-	/* An error cut the wait short: do not leave the cursor on the bar. */
-	if (w->bar_shown)
-		output_progress_end(stderr);
-	json_decref(w->records);
-	json_decref(w->by_id);
-}
-
-static void
-watch_draw(struct watch *w)
-{
-	if (!w->bar)
-		return;
-	output_progress(stderr, w->ended, json_array_size(w->records),
-	    w->count[OUTCOME_INCORRECT], w->count[OUTCOME_FAILED] + w->count[OUTCOME_CANCELLED]);
-	w->bar_shown = true;
-}
-
-/* A line on stderr that must not be overwritten by the bar. */
-static void watch_note(struct watch *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-watch_note(struct watch *w, const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	if (w->bar_shown)
-		fputs("\r\033[K", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	if (w->bar_shown)
-		watch_draw(w);
-}
-
-/* Follow task_id (once, however often it is added). */
-static json_t *
-watch_add(struct watch *w, const char *task_id, const char *state)
-{
-	json_t *rec = json_object_get(w->by_id, task_id);
-
-	if (rec != NULL)
-		return rec;
-	rec = json_pack("{s:s, s:s}", "task_id", task_id, "state", state);
-	if (rec == NULL || json_object_set_new(w->by_id, task_id, rec) < 0)
-		return NULL;
-	if (json_array_append(w->records, rec) < 0) {
-		json_object_del(w->by_id, task_id);
-		return NULL;
-	}
-	return rec;
-}
-
-/* An Event line: the task ended. */
-static void
-watch_event(struct watch *w, json_t *msg)
-{
-	const char *task_id = output_str(msg, "task_id");
-	const char *state = output_str(msg, "state");
-	json_t *result = json_object_get(msg, "result");
-	json_t *rec, *line;
-	enum outcome outcome;
-	bool earlier;
-
-	rec = watch_add(w, task_id, "pending");
-	if (rec == NULL || json_object_get(rec, "ended") != NULL)
-		return;
-	json_object_set_new(rec, "state", json_string(state));
-	json_object_set_new(rec, "ended", json_true());
-	if (result != NULL)
-		json_object_set(rec, "result", result);
-	outcome = task_outcome(state, result);
-	earlier = json_is_true(json_object_get(rec, "existing"));
-	w->ended++;
-	w->count[outcome]++;
-	w->bad += outcome != OUTCOME_CORRECT;
-	w->earlier += earlier;
-	if (opts.json) {
-		/* One result per line: the task, how it ended, and whether anew. */
-		line = json_pack("{s:s, s:s, s:b, s:O?}", "task_id", task_id, "state", state,
-		    "existing", earlier, "result", result);
-		print_json_object(line);
-		json_decref(line);
-		return;
-	}
-	if (w->interactive) {
-		watch_draw(w);
-		return;
-	}
-	output_task_line(stdout, task_id, state, result);
-	fflush(stdout);
-}
-
-/* Tasks the daemon gave up waiting for, or never knew. */
-static void
-watch_mark(struct watch *w, json_t *ids, const char *state)
-{
-	size_t i;
-	json_t *id, *rec;
-
-	json_array_foreach(ids, i, id) {
-		if (!json_is_string(id))
-			continue;
-		rec = watch_add(w, json_string_value(id), state);
-		if (rec == NULL)
-			continue;
-		json_object_set_new(rec, "state", json_string(state));
-		w->not_found += strcmp(state, "not found") == 0;
-		if (opts.json) {
-			json_t *line = json_pack("{s:s, s:s}", "task_id",
-			    json_string_value(id), "state", state);
-
-			print_json_object(line);
-			json_decref(line);
-		}
-		if (!opts.json && !w->interactive && strcmp(state, "pending") == 0)
-			printf("%s pending\n", json_string_value(id));
-		else if (strcmp(state, "pending") != 0)
-			watch_note(w, "kgymctl: not_found: %s", json_string_value(id));
-	}
-}
-
-/*
- * After a batch (more than one task, or one rejected), a summary on stderr
- * (stdout keeps one line per task): the counts by outcome, incorrect apart
- * from failed, and how many results were an earlier submission's.
- */
-static void
-watch_summary(struct watch *w, size_t rejected)
-{
-	size_t total = json_array_size(w->records) + rejected;
-	size_t unfinished = json_array_size(w->records) - w->ended - w->not_found;
-
-	if (total < 2)
-		return;
-	fflush(stdout);
-	fprintf(stderr, "kgymctl: %zu tasks: %zu correct, %zu incorrect, %zu failed, "
-	    "%zu cancelled", total, w->count[OUTCOME_CORRECT], w->count[OUTCOME_INCORRECT],
-	    w->count[OUTCOME_FAILED], w->count[OUTCOME_CANCELLED]);
-	if (unfinished > 0)
-		fprintf(stderr, ", %zu unfinished", unfinished);
-	if (w->not_found > 0)
-		fprintf(stderr, ", %zu not found", w->not_found);
-	if (rejected > 0)
-		fprintf(stderr, ", %zu rejected", rejected);
-	if (w->earlier > 0)
-		fprintf(stderr, " (%zu of them submitted before: earlier results)", w->earlier);
-	fputc('\n', stderr);
-}
-
-/* Finish the bar and, for a person, show the table of results. */
-static void
-watch_finish(struct watch *w)
-{
-	struct output_table *t;
-	json_t *rec;
-	size_t i;
-
-	if (w->bar_shown)
-		output_progress_end(stderr);
-	w->bar_shown = false;
-	if (!w->interactive)
-		return;
-	t = output_result_table_new();
-	if (t == NULL)
-		return;
-	json_array_foreach(w->records, i, rec)
-		output_result_table_add(t, output_str(rec, "task_id"), output_str(rec, "state"),
-		    json_object_get(rec, "result"));
-	output_table_print(t, stdout);
-	output_table_free(t);
 }
 
 /* ------------------------------------------------------------ task files */
@@ -936,7 +684,7 @@ cmd_submit(const struct command *cmd, int argc, char **argv)
 	if (priority != NULL)
 		set_priority(s.tasks, priority);
 	interactive = s.wait && isatty(STDOUT_FILENO) && json_array_size(s.tasks) > 1;
-	if (watch_init(&s.watch, interactive) < 0) {
+	if (watch_init(&s.watch, interactive, opts.json) < 0) {
 		json_decref(s.tasks);
 		return fail_cause(NULL);
 	}
@@ -1034,7 +782,7 @@ cmd_wait(const struct command *cmd, int argc, char **argv)
 	}
 	if (optind == argc)
 		usage_error(cmd, "wait needs at least one task ID");
-	if (watch_init(&w, isatty(STDOUT_FILENO) && argc - optind > 1) < 0)
+	if (watch_init(&w, isatty(STDOUT_FILENO) && argc - optind > 1, opts.json) < 0)
 		return fail_cause(NULL);
 	ids = json_array();
 	for (i = optind; ids != NULL && i < argc; i++) {
