@@ -59,16 +59,16 @@ CASES = [  # name, op on xs, inputs
 ]
 
 
-def evaluate(py, ref, cand):
+def evaluate(py, ref, cand, harness_dir):
     job = {"request": {"reference_code": ref, "kernel_code": cand, "backend": "torch", "device": "cuda",
                        "num_correct_trials": 5, "num_perf_trials": 100, "num_warmup": 5,
-                       "timing_rel_precision": 0.002},
+                       "timing_rel_precision": 0.002, "clock_trace": True},
            "limits": {"memory_bytes": 64 << 30, "max_files": 256, "max_processes": 1024,
                       "max_file_bytes": 64 << 20, "compile_timeout": 300, "correctness_timeout": 200,
                       "timing_timeout": 300}}
     d = tempfile.mkdtemp(prefix="kgym-clock-")
     env = dict(os.environ, HOME=d, TMPDIR=d, CUDA_VISIBLE_DEVICES=os.environ.get("CUDA_VISIBLE_DEVICES", "0"))
-    p = subprocess.run([py, "-I", "-B", os.path.join(ROOT, "plugins", "python", "kgym_harness.py"), "--once",
+    p = subprocess.run([py, "-I", "-B", os.path.join(harness_dir, "kgym_harness.py"), "--once",
                         "--sandbox-lib", os.path.join(BUILD, "plugins", "python", ".libs", "libkgym_sandbox.so")],
                        input=json.dumps(job), capture_output=True, text=True, cwd=d, env=env, timeout=900)
     r = json.loads(p.stdout)
@@ -77,6 +77,7 @@ def evaluate(py, ref, cand):
     t = dict(r["timing"]["kernel"])
     t["executor_events"] = r["metadata"].get("candidate_events_ms_p50")
     t["ref_median"] = r["timing"]["reference"]["median_ms"]
+    t["trace"] = r["metadata"].get("clock_trace")
     return t
 
 
@@ -107,12 +108,18 @@ def main():
     ap.add_argument("--fail-over", type=float, default=1.0)
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--only", metavar="SUBSTR", help="the cases whose name contains SUBSTR (a,b: either)")
+    ap.add_argument("--harness-dir", default=os.path.join(ROOT, "plugins", "python"),
+                    help="where kgym_harness.py and its modules are (to compare a variant side by side)")
+    ap.add_argument("--json", metavar="FILE", help="every run's timing and metadata.clock_trace (all samples)")
     args = ap.parse_args()
+    dump = []
     rows, bad = [], []
     for name, op, inputs in CASES:
         if args.only and not any(x in name for x in args.only.split(",")):
             continue
-        runs = [evaluate(args.python, REF.format(op=op, inputs=inputs), CAND.format(op=op)) for _ in range(args.runs)]
+        runs = [evaluate(args.python, REF.format(op=op, inputs=inputs), CAND.format(op=op), args.harness_dir)
+                for _ in range(args.runs)]
+        dump.append({"case": name, "runs": runs})
         med = [r["median_ms"] for r in runs]
         mid = statistics.median(med)
         spread = (max(med) - min(med)) / mid * 100
@@ -129,6 +136,9 @@ def main():
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     for row in [head] + rows:
         print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dump, f)
     if bad and not args.report_only:
         print("FAIL: the median of a >= 100 us case spread beyond %.1f%%: %s" % (args.fail_over, ", ".join(bad)))
         return 1

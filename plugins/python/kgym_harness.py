@@ -358,7 +358,8 @@ class Job:
                "num_perf_trials": int(r.get("num_perf_trials") or 100), "num_warmup": int(r.get("num_warmup", 3)),
                "run_performance": r.get("run_performance", True) is not False,
                "max_timing_ms": float(r.get("max_timing_ms") or self.limits.get("max_timing_ms", 10000)),
-               "timing_rel_precision": float(r.get("timing_rel_precision") or 0.005)}
+               "timing_rel_precision": float(r.get("timing_rel_precision") or 0.005),
+               "clock_trace": r.get("clock_trace") is True}
         for k in ("atol", "rtol"):
             if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool):
                 job[k] = float(r[k])

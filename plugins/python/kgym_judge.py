@@ -118,6 +118,7 @@ class Judge:
         self.checked_calls = 0
         self.calls = 0
         self.prep_ms = {"candidate": [], "reference": []}
+        self.trace = None
         self.profile = None
         self.matter = None
         self.compiled = False
@@ -145,6 +146,10 @@ class Judge:
         self.job, self.limits = job, limits = msg["job"], msg["limits"]
         self.job_dir = msg["job_dir"]
         self.deadline = float(msg["deadline"])
+        # A diagnostic request field (bench/judge_clock.py): every sample of
+        # the clock, in order, in metadata.clock_trace -- timings only, the
+        # submitter's own job's.
+        self.trace = {} if job.get("clock_trace") is True else None
         self.phase_name = "compile"
         self.gpu = job["device"] != "cpu"
         self.device = "cuda" if self.gpu else "cpu"
@@ -619,6 +624,8 @@ class Judge:
         t0 = time.monotonic()
         while len(times) < at_least:
             times.append(one_call("%s %d" % (what, len(times) + 1)))
+        if self.trace is not None:
+            self.trace[what] = times
         if not self.gpu:
             return len(times)
         while len(times) < at_least + WARM_MAX_CALLS and (time.monotonic() - t0) * 1e3 < WARM_MAX_MS:
@@ -792,6 +799,9 @@ class Judge:
         kstats = net(raw)
         if self.gpu:
             self.meta["reference_events_ms_p50"] = self.executor_events(self.ref, len(raw))
+        if self.trace is not None:
+            self.trace.update(timed=raw, calibration=cal, reference=ref, prep_ms=self.prep_ms)
+            self.meta["clock_trace"] = self.trace
         result.update(kernel=kstats, reference=ref_stats, reference_cached=ref is None)
         return result
 

@@ -7,6 +7,7 @@ once: a stale mutant fails loudly instead of testing nothing) with `new`.
   "tests/unit/NAME"                      a cmocka program of the build
   "tests/integration/FILE.py[:t1,t2]"    an integration test file, or only
                                          the named test functions in it
+  "tests/.../FILE.py ARG..."             a test script with its arguments
 A mutant is KILLED when one of them fails (exit status neither 0 nor 77)
 or runs past its time limit.  gpu=True: its killing tests need a GPU
 (tests/gpu/run); elsewhere it is reported SKIP with the reason.
@@ -95,8 +96,8 @@ MUTANTS = [
       "            for dst, o in zip(self.landing, peer.outputs):\n                dst.copy_(o)\n"
       "            if self.gpu:\n                torch.cuda.synchronize()\n",
       # On a CPU the copy is a memcpy of a few KiB: only a GPU's unfinished
-      # work shows (tests/gpu/run: the exploit suite's side_stream_hidden).
-      ["tests/gpu/run"], gpu=True),
+      # work shows (the exploit suite's side_stream_hidden on the GPU).
+      ["tests/exploits/run_python.py --device cuda --only side_stream_hidden"], gpu=True),
     M("py_executor_copy_unsynced", "the executor's copies complete inside the clock", EXECUTOR,
       "            try:\n                self.torch.cuda.synchronize()\n            except Exception:",
       "            try:\n                pass\n            except Exception:",
