@@ -54,9 +54,6 @@ WARM_WINDOW = 5                # warm-up: calls per window compared
 WARM_MAX_CALLS = 200
 WARM_MAX_MS = 1000.0
 STASH_BYTES = 1 << 30          # candidate outputs of timed calls awaiting the reference's run
-HEAT_GROUP = 10                # the judge's heating matmuls timed together
-HEAT_STEADY_GROUPS = 8         # groups without a new best (by 1%): the clocks are up
-HEAT_MAX_MS = 1500.0
 
 
 def derive_seed(base, tag, index=0):
@@ -593,8 +590,6 @@ class Judge:
         self.meta["reference_runs_deferred"] = self.defer
         self.stash, self.stash_bytes = [], 0
         self.unsettled = False
-        if self.gpu:
-            self.meta["gpu_heat_ms"] = self.heat_gpu()
         self.meta["candidate_warmup_calls"] = self.warm_up(lambda what: self.timed_call(what), warm)
         times = []
         t_start = time.monotonic()
@@ -641,41 +636,6 @@ class Judge:
                     break
             times.append(one_call("%s %d" % (what, len(times) + 1)))
         return len(times)
-
-    def heat_gpu(self):
-        """Bring the GPU's clocks up before the timed calls, with work of
-        the judge's own: fp16 matmuls, timed by events in this context in
-        groups of HEAT_GROUP, until HEAT_STEADY_GROUPS groups in a row
-        bring no new best by 1% (at most HEAT_MAX_MS).  The calls of a job
-        alone keep an H100 busy a third of the time, and its clocks then
-        rose in steps: the candidate's first ~70 timed calls ran 7% (a
-        4096^3 matmul) to 20% (a 190 us ReLU) slower than the rest, while
-        the copy-bound calibration did not change (bench/judge_clock.py
-        --json), so the median depended on where the step fell.  Returns
-        the milliseconds spent."""
-        t0 = time.monotonic()
-        n = 4096
-        a = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        b = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        c = torch.empty(n, n, device="cuda", dtype=torch.float16)
-        best, steady, groups = None, 0, []
-        while steady < HEAT_STEADY_GROUPS and (time.monotonic() - t0) * 1e3 < HEAT_MAX_MS:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(HEAT_GROUP):
-                torch.mm(a, b, out=c)
-            end.record()
-            end.synchronize()
-            ms = start.elapsed_time(end)
-            groups.append(ms)
-            if best is None or ms < 0.99 * best:
-                best, steady = ms, 0
-            else:
-                steady += 1
-        del a, b, c
-        if self.trace is not None:
-            self.trace.setdefault("heat_groups_ms", []).append(groups)
-        return (time.monotonic() - t0) * 1e3
 
     def timed_call(self, what):
         """A call of the timing phase.  Its outputs are checked like every
@@ -831,8 +791,6 @@ class Judge:
             ref_stats = cached
         else:
             warm = max(0, int(self.job.get("num_warmup", 3)))
-            if self.gpu:
-                self.meta["gpu_heat_ms"] += self.heat_gpu()
             self.meta["reference_warmup_calls"] = self.warm_up(
                 lambda what: self.call(self.ref, self.make_inputs(self.fresh_seed("ref")), what=what)[0], warm,
                 "the reference's warm-up call")
