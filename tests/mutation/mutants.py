@@ -96,12 +96,13 @@ MUTANTS = [
       "            for dst, o in zip(self.landing, peer.outputs):\n                dst.copy_(o)\n"
       "            if self.gpu:\n                torch.cuda.synchronize()\n",
       # On a CPU the copy is a memcpy of a few KiB: only a GPU's unfinished
-      # work shows (the exploit suite's side_stream_hidden on the GPU).
-      ["tests/exploits/run_python.py --device cuda --only side_stream_hidden"], gpu=True),
+      # work shows: a candidate that patched its executor's synchronize
+      # away and left 20 ms queued on a side stream.
+      ["tests/gpu/judge_gpu_tests.py"], gpu=True),
     M("py_executor_copy_unsynced", "the executor's copies complete inside the clock", EXECUTOR,
       "            try:\n                self.torch.cuda.synchronize()\n            except Exception:",
       "            try:\n                pass\n            except Exception:",
-      ["tests/gpu/kernelbench_tests.py"], gpu=True),
+      ["tests/gpu/kernelbench_tests.py --backends torch --only relu"], gpu=True),
     M("py_seed_to_candidate", "seeds never sent to the candidate", HARNESS,
       "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile,",
       "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile, "

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""tests/gpu/judge_gpu_tests.py -- the judge's clock on a GPU, against a
+candidate that defeats its own process's defences (run past the static
+checks, `kgym_harness.py --once --no-static-checks`, device cuda):
+
+  sync_patched_side_stream   torch.cuda.synchronize patched to a no-op and
+                             ~20 ms of work left queued on a side stream
+                             when DONE is written: correct only with the
+                             work on the judge's clock (kernel_runtime
+                             >= 10 ms, no speedup), else caught (wrong
+                             outputs); correct and fast fails the test
+                             (the mutant py_clock_before_clone)
+
+Builds nothing (KGYM_BUILDDIR, default ./build, for the sandbox library).
+Without a GPU, torch or the sandbox library it reports SKIP (exit 77).
+"""
+import os
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "integration"))
+os.environ.setdefault("KGYM_BUILDDIR", os.path.abspath(os.path.join(here, "..", "..", "build")))
+import kgymtest as k  # noqa: E402
+import test_python as tp  # noqa: E402
+
+RELU_BIG = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(1024, 1024)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def need_gpu():
+    d = "/proc/driver/nvidia/gpus"
+    if not (os.path.isdir(d) and os.listdir(d)):
+        raise k.Skip("no NVIDIA GPU on this machine (/proc/driver/nvidia/gpus)")
+
+
+def test_sync_patched_side_stream():
+    need_gpu()
+    kernel = tp.read(os.path.join(k.srcdir(), "tests", "exploits", "python", "sync_patched_side_stream.py"))
+    r = tp.run_once(kernel, backend="torch", reference=RELU_BIG, static_checks=False,
+                    request={"device": "cuda", "num_perf_trials": 20, "num_warmup": 2})
+    if r.get("correctness") is True:
+        k.check(r["kernel_runtime"] >= 10.0 and r["speedup"] < 0.5,
+                "the queued work is not on the judge's clock: %s" % tp.show(r))
+    else:
+        k.check(r.get("error_code") in ("CORRECTNESS_ERROR", "REWARD_HACK"),
+                "caught, but not as wrong outputs: %s" % tp.show(r))
+    print("  verdict: correctness %s %s, kernel_runtime %s ms" % (r.get("correctness"), r.get("error_code") or "",
+                                                                r.get("kernel_runtime")))
+
+
+if __name__ == "__main__":
+    k.run([test_sync_patched_side_stream])
