@@ -9,7 +9,8 @@
  *               (compile.c); no GPU is touched.
  *   "evaluate"  in a GPU worker: load both cubins, check the plans against
  *               the kernels and the device, run correctness trials and
- *               timing (evaluate.c, timing.c, device.c).
+ *               timing (evaluate.c, the job, over call.c, the calls,
+ *               and verdict.c, the verdicts; timing.c, device.c).
  *
  * prepare() runs before the sandbox: in a GPU worker it finds the context
  * the worker made current and compiles and loads kgymd's helper kernels

@@ -53,7 +53,7 @@ MUTANTS = [
       "	    device_flush_l2(flush, (uint32_t)seed, &cause) < 0)\n		goto fail;",
       "	    (ev->timed_checks < 20 && device_flush_l2(flush, (uint32_t)seed, &cause) < 0))\n		goto fail;",
       [NVRTC_EVAL]),
-    M("native_no_poison", "outputs poisoned before every call", "plugins/nvrtc/evaluate.c",
+    M("native_no_poison", "outputs poisoned before every call", "plugins/nvrtc/call.c",
       "		if ((error = device_poison(&outs[i], pb->outputs[i].dtype,",
       "		if (0 && (error = device_poison(&outs[i], pb->outputs[i].dtype,",
       [NVRTC_EVAL]),

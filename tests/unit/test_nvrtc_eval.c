@@ -2,8 +2,9 @@
  * test_nvrtc_eval.c -- unit tests of the nvrtc backend's GPU side without a
  * GPU: host element conversions (values.c), timing statistics (stats.c),
  * the trusted helper kernels compiling with NVRTC (helpers.c), and the
- * whole "evaluate" job (evaluate.c, bind.c, timing.c, device.c) against a
- * fake CUDA driver made of host memory (fake_cuda.c), whose "kernels" are
+ * whole "evaluate" job (evaluate.c, call.c, verdict.c, bind.c, timing.c,
+ * device.c) against a fake CUDA driver made of host memory (fake_cuda.c),
+ * whose "kernels" are
  * C functions: right, wrong at one element, half-written, input-mutating,
  * crashing, right only for their first calls, and right only at the size
  * they hard-code (caught by problems with several size sets).
