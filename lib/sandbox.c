@@ -1020,6 +1020,66 @@ close_ruleset:
 	return rc;
 }
 
+/*
+ * One thread narrows its own file system further: the nvrtc backend's
+ * compile thread (plugins/nvrtc/confine.c), which runs NVRTC on a
+ * candidate's source inside a worker already in the sandbox.  Domains
+ * nest, so this can only take rights away; only file-system rights are
+ * handled (the worker's domain keeps the network and scopes), and never
+ * with TSYNC: the worker's other threads keep the worker's domain.
+ */
+int
+sandbox_landlock_thread(const char *const *read_dirs, const char *const *rw_dirs,
+    char **ret_cause)
+{
+	struct sandbox_ruleset_attr attr;
+	int abi, ruleset, rc;
+
+	abi = sandbox_landlock_abi();
+	if (abi < 0) {
+		sandbox_cause(ret_cause, "sandbox: the kernel has no Landlock "
+		    "(or it is disabled)");
+		return -EOPNOTSUPP;
+	}
+	memset(&attr, 0, sizeof(attr));
+	attr.handled_access_fs = sandbox_landlock_fs_rights(abi);
+	/* The first member alone: the file system is all this is about. */
+	ruleset = sandbox_landlock_create(&attr,
+	    offsetof(struct sandbox_ruleset_attr, handled_access_net), 0);
+	if (ruleset < 0) {
+		rc = -errno;
+		sandbox_cause(ret_cause, "sandbox: landlock_create_ruleset "
+		    "(ABI %d): %s", abi, strerror(-rc));
+		return rc;
+	}
+	rc = sandbox_landlock_paths(ruleset, read_dirs, SB_FS_READ,
+	    attr.handled_access_fs, ret_cause);
+	if (rc == 0)
+		rc = sandbox_landlock_paths(ruleset, rw_dirs, SB_FS_RW,
+		    attr.handled_access_fs, ret_cause);
+	if (rc < 0)
+		goto close_ruleset;
+	if (syscall(SYS_landlock_restrict_self, ruleset, 0) == -1) {
+		rc = -errno;
+		/*
+		 * Without no_new_privs (a process outside the sandbox: a
+		 * test, or [sandbox] enabled = no) set it for this thread
+		 * and try again.  Inside the sandbox it is always set, so
+		 * this prctl, which the filter would not allow, is never
+		 * reached there.
+		 */
+		if (rc == -EPERM && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
+			rc = syscall(SYS_landlock_restrict_self, ruleset, 0) == -1 ?
+			    -errno : 0;
+		if (rc < 0)
+			sandbox_cause(ret_cause, "sandbox: landlock_restrict_self: %s",
+			    strerror(-rc));
+	}
+close_ruleset:
+	close(ruleset);
+	return rc;
+}
+
 /* ----------------------------------------------------------- seccomp */
 
 static bool

@@ -35,6 +35,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kgym/sandbox.h"
+
 #include "nvrtc_internal.h"
 
 const struct kgym_host *nvrtc_host;
@@ -119,7 +121,7 @@ nvrtc_prepare(char **ret_cause)
 		compile_set_unconfined(true);
 		nvrtc_log(KGYM_LOG_WARN, "[plugin.nvrtc] compile_sandbox = no: NVRTC can read "
 		    "any file this worker can, and a candidate's #include can quote it");
-	} else if (confine_abi() < 0) {
+	} else if (sandbox_landlock_abi() < 0) {
 		nvrtc_log(KGYM_LOG_WARN, "the kernel has no Landlock: compile jobs fail "
 		    "([plugin.nvrtc] compile_sandbox = no would run them unconfined)");
 	}

@@ -120,15 +120,14 @@ char	*cause_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ==== confine.c: the compile thread's own Landlock domain ====
  *
- * Ownership: the policy's strings are borrowed; *ret_cause is malloc'd.
+ * The rules are the sandbox library's (sandbox_landlock_thread(),
+ * include/kgym/sandbox.h); confine.c owns the thread.  Ownership: the
+ * policy's strings are borrowed; *ret_cause is malloc'd.
  */
 struct confine_policy {
 	const char *const *read_dirs;	/* NULL-terminated; may be NULL */
 	const char *const *rw_dirs;	/* NULL-terminated; may be NULL */
 };
-
-/* The running kernel's Landlock ABI (>= 1), or -EOPNOTSUPP. */
-int	confine_abi(void);
 
 /*
  * Run fn(arg) in a new thread that can open nothing but what `p` lists

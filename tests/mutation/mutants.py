@@ -133,6 +133,11 @@ MUTANTS = [
       "	if (syscall(SYS_landlock_restrict_self, ruleset, flags) == -1) {",
       "	if (0) {",
       ["tests/unit/test_sandbox"]),
+    M("sandbox_thread_unconfined", "the compile thread's own Landlock domain is in force",
+      "lib/sandbox.c",
+      "	if (syscall(SYS_landlock_restrict_self, ruleset, 0) == -1) {",
+      "	if (0) {",
+      ["tests/unit/test_sandbox", "tests/unit/test_compile"]),
     # ---------------------------------------------------------------- store
     # Since the store writer (writer.c), "accepted" is sent from the
     # commit's completion: the mutant is a commit that says it landed and
