@@ -49,12 +49,17 @@
 
 #include "json_lru.h"
 #include "native_workflow.h"
+#include "parse_memo.h"
 #include "plugin_util.h"
 
 #define NW_BACKEND		"nvrtc"
 #define NW_DEFAULT_ARCH		"sm_90"
 #define NW_DEFAULT_REF_ENTRIES	1024
 #define NW_DEFAULT_REF_BYTES	(UINT64_C(64) << 20)
+/* As much as the daemon keeps of queued tasks' payloads (sched.c). */
+#define NW_DEFAULT_MEMO_BYTES	(UINT64_C(4) << 20)
+/* What a parsed payload costs beyond its sources (the spec's own structs). */
+#define NW_MEMO_OVERHEAD	4096
 /* kgymd-protocol(7): correctness is judged on at least this many trials. */
 #define NW_MIN_CORRECT_TRIALS	5
 /*
@@ -79,10 +84,24 @@ static struct {
 	double timing_rel_precision;	/* 0: the backend's default */
 	json_int_t max_timing_trials;	/* 0: the backend's default */
 	double max_timing_ms;		/* 0: the backend's default */
+	uint64_t memo_bytes;		/* parsed_payload_bytes */
 } cfg;
 
 /* Compiled reference cubins (base64 JSON strings, shared with requests). */
 static struct json_lru *nw_refs;
+
+/*
+ * A payload parsed and evaluated: what nw_validate() makes of it at
+ * submit, kept (parse_memo.h) until the task's nw_start() takes it, so a
+ * task the daemon kept in memory is parsed once in the daemon.
+ */
+struct nw_parsed {
+	struct spec *spec;
+	uint64_t device_bytes;		/* the most demanding size set's */
+};
+static struct parse_memo *nw_memo;
+/* nw_parse() calls in this process (nw_parse_count()). */
+static unsigned long nw_nparses;
 
 /* Per task, from start() until the task ends. */
 struct nw_task {
@@ -129,6 +148,7 @@ nw_read_config(char **ret_cause)
 	snprintf(cfg.arch, sizeof cfg.arch, "%s", NW_DEFAULT_ARCH);
 	cfg.ref_entries = NW_DEFAULT_REF_ENTRIES;
 	cfg.ref_bytes = NW_DEFAULT_REF_BYTES;
+	cfg.memo_bytes = NW_DEFAULT_MEMO_BYTES;
 
 	if ((v = host->config_get(self, "arch")) != NULL) {
 		if (!nw_arch_valid(v))
@@ -159,6 +179,12 @@ nw_read_config(char **ret_cause)
 			return pu_cause(host, ret_cause, -EINVAL, "reference_cache_bytes = %s: "
 			    "expected a size such as 64M", v);
 		cfg.ref_bytes = u;
+	}
+	if ((v = host->config_get(self, "parsed_payload_bytes")) != NULL) {
+		if (pu_parse_size(v, &u) < 0)
+			return pu_cause(host, ret_cause, -EINVAL, "parsed_payload_bytes = %s: "
+			    "expected a size such as 4M", v);
+		cfg.memo_bytes = u;
 	}
 	if ((v = host->config_get(self, "timing_rel_precision")) != NULL &&
 	    pu_parse_double(v, 1e-6, 1.0, &cfg.timing_rel_precision) < 0)
@@ -289,10 +315,10 @@ nw_check_backend(const json_t *payload, char *err, size_t errlen)
 }
 
 /*
- * Everything a payload must satisfy, at submit and again at start (the
- * configuration may have changed in between, or the task was recovered
- * from the store).  On success the spec and its evaluation are the
- * caller's.
+ * Everything a payload must satisfy: at submit, and at start only when
+ * the submit's result was not kept for it (nw_start(): a task recovered
+ * from the store, a payload the daemon did not keep, a reload since).
+ * On success the spec and its evaluation are the caller's.
  */
 static int
 nw_parse(const json_t *payload, struct spec **ret_spec, struct spec_eval **ret_ev,
@@ -302,6 +328,7 @@ nw_parse(const json_t *payload, struct spec **ret_spec, struct spec_eval **ret_e
 	struct spec *spec = NULL;
 	int r;
 
+	nw_nparses++;
 	if (!json_is_object(payload))
 		return pu_err(err, errlen, "payload: expected an object");
 	if ((r = nw_check_backend(payload, err, errlen)) < 0 ||
@@ -320,23 +347,74 @@ nw_parse(const json_t *payload, struct spec **ret_spec, struct spec_eval **ret_e
 	return 0;
 }
 
+static void
+nw_parsed_free(void *p)
+{
+	struct nw_parsed *np = p;
+
+	if (np == NULL)
+		return;
+	spec_free(np->spec);
+	free(np);
+}
+
+/*
+ * nw_parse() and the device memory estimate: everything start() needs of
+ * the payload.  -EINVAL (the payload's fault) or another -errno, with a
+ * message in err; *ret_stage says which step failed (0: the parse).
+ */
+static int
+nw_prepare(const json_t *payload, struct nw_parsed **ret, int *ret_stage, char *err,
+    size_t errlen)
+{
+	struct nw_parsed *np;
+	struct spec_eval *ev = NULL;
+	int r;
+
+	*ret_stage = 0;
+	if ((np = calloc(1, sizeof *np)) == NULL)
+		return -ENOMEM;
+	if ((r = nw_parse(payload, &np->spec, &ev, err, errlen)) < 0) {
+		free(np);
+		return r;
+	}
+	spec_eval_free(ev);
+	/* The most demanding size set: the worker holds one set's tensors at a
+	 * time.  Every set evaluated in nw_parse(), so only memory can fail. */
+	*ret_stage = 1;
+	if ((r = spec_device_bytes(np->spec, &cfg.limits, &np->device_bytes, err, errlen)) < 0) {
+		nw_parsed_free(np);
+		return r;
+	}
+	*ret = np;
+	return 0;
+}
+
 int
 nw_validate(const json_t *payload, char **ret_cause)
 {
-	struct spec_eval *ev;
-	struct spec *spec;
+	struct nw_parsed *np;
 	char err[NW_ERRLEN];
-	int r;
+	uint64_t bytes;
+	int r, stage;
 
-	if ((r = nw_parse(payload, &spec, &ev, err, sizeof err)) < 0) {
+	if ((r = nw_prepare(payload, &np, &stage, err, sizeof err)) < 0) {
 		if (r == -ENOMEM)
 			return r;
 		*ret_cause = pu_strdup_host(host, err);
 		return -EINVAL;
 	}
-	spec_eval_free(ev);
-	spec_free(spec);
+	/* Kept for the task's start: the same payload object comes back. */
+	bytes = NW_MEMO_OVERHEAD + np->spec->solution.source_len +
+	    (np->spec->problem.has_reference ? np->spec->problem.reference.source_len : 0);
+	parse_memo_put(nw_memo, payload, np, bytes, cfg.memo_bytes);
 	return 0;
+}
+
+unsigned long
+nw_parse_count(void)
+{
+	return nw_nparses;
 }
 
 /* ------------------------------------------------------------ task state and results */
@@ -664,37 +742,39 @@ nw_start(struct kgym_task *task, char **ret_cause)
 {
 	const json_t *payload = host->task_payload(task);
 	struct kgym_job_spec js = { .struct_size = sizeof js };
-	struct spec_eval *ev = NULL;
 	json_t *request, *units, *cached;
+	struct nw_parsed *np;
 	char err[NW_ERRLEN];
 	struct nw_task *t;
-	int r;
+	int r, stage;
 
 	if ((t = calloc(1, sizeof *t)) == NULL || (t->meta = json_object()) == NULL) {
 		free(t);
 		return -ENOMEM;
 	}
 	host->task_set_data(task, t);
-	if ((r = nw_parse(payload, &t->spec, &ev, err, sizeof err)) < 0) {
-		if (r == -ENOMEM) {
+	/*
+	 * What validate() made of this very payload, when the daemon kept it
+	 * since the submit; else (read back from the store: a restart, or a
+	 * payload too big to keep) parsed again, and checked again under the
+	 * configuration of now.
+	 */
+	if ((np = parse_memo_take(nw_memo, payload)) == NULL &&
+	    (r = nw_prepare(payload, &np, &stage, err, sizeof err)) < 0) {
+		if (r == -ENOMEM || stage > 0) {
 			host->task_set_data(task, NULL);
 			nw_task_free(t);
+			if (r != -ENOMEM)
+				*ret_cause = pu_strdup_host(host, err);
 			return r;
 		}
 		nw_fail(task, false, "VALIDATION_ERROR", "%s", err);
 		return 0;
 	}
-	spec_eval_free(ev);
-	/* The most demanding size set: the worker holds one set's tensors at a
-	 * time.  Every set evaluated in nw_parse(), so only memory can fail. */
-	if ((r = spec_device_bytes(t->spec, &cfg.limits, &t->device_bytes, err,
-	    sizeof err)) < 0) {
-		host->task_set_data(task, NULL);
-		nw_task_free(t);
-		if (r != -ENOMEM)
-			*ret_cause = pu_strdup_host(host, err);
-		return r;
-	}
+	t->spec = np->spec;
+	t->device_bytes = np->device_bytes;
+	np->spec = NULL;
+	nw_parsed_free(np);
 	snprintf(t->arch, sizeof t->arch, "%s", nw_arch());
 	t->force = json_is_true(json_object_get(payload, "force_refresh"));
 	nw_meta(t, "workflow", json_string(nw->name));
@@ -765,6 +845,10 @@ nw_init(const struct nw_kind *kind, const struct kgym_host *h,
 		return r;
 	if (nw_refs == NULL && (nw_refs = json_lru_new()) == NULL)
 		return pu_cause(host, ret_cause, -ENOMEM, "out of memory");
+	if (nw_memo == NULL && (nw_memo = parse_memo_new(nw_parsed_free)) == NULL)
+		return pu_cause(host, ret_cause, -ENOMEM, "out of memory");
+	/* Parsed under the old limits: parse again. */
+	parse_memo_clear(nw_memo);
 	json_lru_trim(nw_refs, cfg.ref_entries, cfg.ref_bytes);
 	return 0;
 }
@@ -774,4 +858,6 @@ nw_fini(void)
 {
 	json_lru_free(nw_refs);
 	nw_refs = NULL;
+	parse_memo_free(nw_memo);
+	nw_memo = NULL;
 }
