@@ -51,8 +51,8 @@
 #include "native_workflow.h"
 #include "parse_memo.h"
 #include "plugin_util.h"
+#include "route.h"
 
-#define NW_BACKEND		"nvrtc"
 #define NW_DEFAULT_ARCH		"sm_90"
 #define NW_DEFAULT_REF_ENTRIES	1024
 #define NW_DEFAULT_REF_BYTES	(UINT64_C(64) << 20)
@@ -105,6 +105,7 @@ static unsigned long nw_nparses;
 
 /* Per task, from start() until the task ends. */
 struct nw_task {
+	struct route route;		/* first: route_of_task() */
 	struct spec *spec;
 	uint64_t device_bytes;
 	char arch[32];
@@ -298,22 +299,6 @@ nw_check_fields(const json_t *payload, char *err, size_t errlen)
 	return 0;
 }
 
-static int
-nw_check_backend(const json_t *payload, char *err, size_t errlen)
-{
-	const json_t *b = json_object_get(payload, "backend");
-
-	if (b == NULL)
-		return pu_err(err, errlen, "backend: required (\"nvrtc\" for a native "
-		    "problem and solution)");
-	if (!json_is_string(b))
-		return pu_err(err, errlen, "backend: expected a string such as \"nvrtc\"");
-	if (strcmp(json_string_value(b), NW_BACKEND) != 0)
-		return pu_err(err, errlen, "backend '%s' is not available in this build "
-		    "(%s serves: nvrtc)", json_string_value(b), nw->name);
-	return 0;
-}
-
 /*
  * Everything a payload must satisfy: at submit, and at start only when
  * the submit's result was not kept for it (nw_start(): a task recovered
@@ -328,11 +313,9 @@ nw_parse(const json_t *payload, struct spec **ret_spec, struct spec_eval **ret_e
 	struct spec *spec = NULL;
 	int r;
 
+	/* payload.backend is the route's (route_decide()), decided before. */
 	nw_nparses++;
-	if (!json_is_object(payload))
-		return pu_err(err, errlen, "payload: expected an object");
-	if ((r = nw_check_backend(payload, err, errlen)) < 0 ||
-	    (r = nw_check_fields(payload, err, errlen)) < 0)
+	if ((r = nw_check_fields(payload, err, errlen)) < 0)
 		return r;
 	if ((r = spec_parse(payload, &cfg.limits, nw->spec_flags, &spec, err, errlen)) < 0)
 		return r;
@@ -393,11 +376,25 @@ nw_prepare(const json_t *payload, struct nw_parsed **ret, int *ret_stage, char *
 int
 nw_validate(const json_t *payload, char **ret_cause)
 {
+	struct route route;
+	char err[NW_ERRLEN];
+
+	if (route_decide(payload, ROUTE_NATIVE, nw->name, &route, err, sizeof err) < 0) {
+		*ret_cause = pu_strdup_host(host, err);
+		return -EINVAL;
+	}
+	return nw_validate_on(payload, &route, ret_cause);
+}
+
+int
+nw_validate_on(const json_t *payload, const struct route *route, char **ret_cause)
+{
 	struct nw_parsed *np;
 	char err[NW_ERRLEN];
 	uint64_t bytes;
 	int r, stage;
 
+	(void)route;		/* the native flow has one backend */
 	if ((r = nw_prepare(payload, &np, &stage, err, sizeof err)) < 0) {
 		if (r == -ENOMEM)
 			return r;
@@ -626,7 +623,7 @@ nw_evaluate(struct kgym_task *task, struct nw_task *t, const json_t *solution_cu
 	}
 	if (nw->request != NULL)
 		nw->request(payload, request);
-	js.backend = NW_BACKEND;
+	js.backend = t->route.backend;
 	js.where = KGYM_JOB_GPU;
 	js.request = request;
 	js.gpu_memory_bytes = t->device_bytes;
@@ -740,6 +737,21 @@ nw_arch(void)
 int
 nw_start(struct kgym_task *task, char **ret_cause)
 {
+	struct route route;
+	char err[NW_ERRLEN];
+
+	if (route_decide(host->task_payload(task), ROUTE_NATIVE, nw->name, &route, err,
+	    sizeof err) < 0) {
+		/* A stored payload this build does not serve (any more). */
+		nw_fail(task, false, "VALIDATION_ERROR", "%s", err);
+		return 0;
+	}
+	return nw_start_on(task, &route, ret_cause);
+}
+
+int
+nw_start_on(struct kgym_task *task, const struct route *route, char **ret_cause)
+{
 	const json_t *payload = host->task_payload(task);
 	struct kgym_job_spec js = { .struct_size = sizeof js };
 	json_t *request, *units, *cached;
@@ -752,6 +764,7 @@ nw_start(struct kgym_task *task, char **ret_cause)
 		free(t);
 		return -ENOMEM;
 	}
+	t->route = *route;
 	host->task_set_data(task, t);
 	/*
 	 * What validate() made of this very payload, when the daemon kept it
@@ -802,7 +815,7 @@ nw_start(struct kgym_task *task, char **ret_cause)
 		nw_task_free(t);
 		return -ENOMEM;
 	}
-	js.backend = NW_BACKEND;
+	js.backend = t->route.backend;
 	js.where = KGYM_JOB_CPU;
 	js.request = request;
 	js.phase = "compile";

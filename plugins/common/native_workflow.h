@@ -26,6 +26,7 @@
 #include <jansson.h>
 #include <kgym/plugin.h>
 
+#include "route.h"
 #include "spec.h"
 
 /* What one workflow adds to the shared flow. */
@@ -66,8 +67,16 @@ struct nw_kind {
 int	nw_init(const struct nw_kind *kind, const struct kgym_host *host,
 	    const struct kgym_plugin_handle *self, char **ret_cause);
 void	nw_fini(void);
+/*
+ * The plugin operations of a workflow whose only flow is this one
+ * (kernel_simple): they decide the route (route.h) and go on with the
+ * _on variants, which a workflow of several flows (kernelbench) calls
+ * with the route it decided.  The task's state begins with its route.
+ */
 int	nw_validate(const json_t *payload, char **ret_cause);
 int	nw_start(struct kgym_task *task, char **ret_cause);
+int	nw_validate_on(const json_t *payload, const struct route *route, char **ret_cause);
+int	nw_start_on(struct kgym_task *task, const struct route *route, char **ret_cause);
 void	nw_cancel(struct kgym_task *task);
 
 /*

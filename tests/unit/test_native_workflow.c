@@ -4,7 +4,8 @@
  * parsed once in the daemon when the task keeps the object its submit
  * validated (parse_memo.c), and again only when it must be (a payload
  * read back from the store, the memo turned off); the memo lets go of
- * payloads nobody holds.
+ * payloads nobody holds; the route (route.c) is one rule, decided at
+ * start and handed on with the task.
  */
 #include "config.h"
 
@@ -20,6 +21,7 @@
 
 #include "native_workflow.h"
 #include "parse_memo.h"
+#include "route.h"
 
 /* ------------------------------------------------------- the fake host */
 
@@ -308,6 +310,62 @@ test_memo_bounds_and_sweep(void **state)
 	json_decref(c);
 }
 
+/* One rule: payload.backend to a flow and a backend, or a message. */
+static void
+test_route_decide(void **state)
+{
+	struct route r;
+	char err[256];
+	json_t *p = json_object();
+
+	(void)state;
+	json_object_set_new(p, "backend", json_string("triton"));
+	assert_int_equal(route_decide(p, ROUTE_NATIVE | ROUTE_PYTHON, "kernelbench", &r, err,
+	    sizeof err), 0);
+	assert_int_equal(r.flow, ROUTE_PYTHON);
+	assert_string_equal(r.backend, "triton");
+	/* kernel_simple serves the native flow alone */
+	assert_int_equal(route_decide(p, ROUTE_NATIVE, "kernel_simple", &r, err, sizeof err),
+	    -EINVAL);
+	assert_string_equal(err, "backend 'triton' is not available in this build "
+	    "(kernel_simple serves: nvrtc)");
+	json_object_set_new(p, "backend", json_string("nvrtc"));
+	assert_int_equal(route_decide(p, ROUTE_NATIVE, "kernel_simple", &r, err, sizeof err), 0);
+	assert_int_equal(r.flow, ROUTE_NATIVE);
+	assert_string_equal(r.backend, "nvrtc");
+	json_object_set_new(p, "backend", json_integer(1));
+	assert_int_equal(route_decide(p, ROUTE_NATIVE, "kernel_simple", &r, err, sizeof err),
+	    -EINVAL);
+	assert_non_null(strstr(err, "backend: expected a string"));
+	json_object_del(p, "backend");
+	assert_int_equal(route_decide(p, ROUTE_NATIVE | ROUTE_PYTHON, "kernelbench", &r, err,
+	    sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "backend: required (kernelbench serves: nvrtc, torch, "
+	    "triton, cuda"));
+	json_decref(p);
+}
+
+/* The route decided at start is the task's: its jobs and cancel use it. */
+static void
+test_route_handed_on(void **state)
+{
+	struct kgym_task t;
+	const struct route *r;
+	json_t *p = payload_new();
+
+	(void)state;
+	init_with(NULL, NULL);
+	start(&t, p);
+	assert_non_null(r = route_of_task(&host, &t));
+	assert_int_equal(r->flow, ROUTE_NATIVE);
+	assert_string_equal(r->backend, "nvrtc");
+	assert_int_equal(t.where, KGYM_JOB_CPU);
+	task_end(&t);
+	assert_null(route_of_task(&host, &t));
+	json_decref(p);
+	nw_fini();
+}
+
 int
 main(void)
 {
@@ -317,6 +375,8 @@ main(void)
 		cmocka_unit_test(test_memo_off),
 		cmocka_unit_test(test_invalid_not_kept),
 		cmocka_unit_test(test_memo_bounds_and_sweep),
+		cmocka_unit_test(test_route_decide),
+		cmocka_unit_test(test_route_handed_on),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
