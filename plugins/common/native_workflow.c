@@ -87,7 +87,7 @@ static struct {
 	uint64_t memo_bytes;		/* parsed_payload_bytes */
 } cfg;
 
-/* Compiled reference cubins (base64 JSON strings, shared with requests). */
+/* Compiled reference cubins ({"cubin_key"} or {"cubin_b64"}, nw_cubin_of()). */
 static struct json_lru *nw_refs;
 
 /*
@@ -112,7 +112,7 @@ struct nw_task {
 	bool force;
 	bool has_ref_key;
 	unsigned char ref_key[32];
-	json_t *ref_cubin;		/* string, or NULL: no reference / not yet */
+	json_t *ref_cubin;		/* nw_cubin_of()'s, or NULL: no reference / not yet */
 	const char *ref_source;		/* "memory", "disk" or "compiled" */
 	json_t *meta;			/* metadata gathered on the way */
 	double t_job;			/* when the current job was asked for */
@@ -214,12 +214,51 @@ nw_ref_find(const unsigned char key[32])
 	return nw_refs != NULL ? json_lru_get(nw_refs, key) : NULL;
 }
 
-static void
-nw_ref_put(const unsigned char key[32], json_t *cubin_b64)
+/*
+ * A compiled unit's cubin as the evaluate job takes it: {"cubin_key": hex}
+ * when the compile job left it in the workers' shared cache, which GPU
+ * workers read (so the cubin itself never passes through this process),
+ * else {"cubin_b64": ...}.  NULL when the unit has neither.
+ */
+static json_t *
+nw_cubin_of(const json_t *unit)
 {
+	const json_t *key = json_object_get(unit, "cubin_key");
+	const json_t *b64 = json_object_get(unit, "cubin_b64");
+
+	if (json_is_string(key))
+		return json_pack("{s:O}", "cubin_key", key);
+	if (json_is_string(b64))
+		return json_pack("{s:O}", "cubin_b64", b64);
+	return NULL;
+}
+
+/* Copy a cubin of nw_cubin_of() into the evaluate request as
+ * <what>_cubin_key or <what>_cubin_b64. */
+static void
+nw_cubin_set(json_t *request, const char *what, const json_t *cubin)
+{
+	const char *k;
+	json_t *v;
+	char name[64];
+
+	json_object_foreach((json_t *)cubin, k, v) {
+		snprintf(name, sizeof name, "%s_%s", what, k);
+		json_object_set(request, name, v);
+	}
+}
+
+static void
+nw_ref_put(const unsigned char key[32], json_t *cubin)
+{
+	const char *k;
+	json_t *v;
+	uint64_t bytes = 64;
+
+	json_object_foreach(cubin, k, v)
+		bytes += json_string_length(v);
 	if (nw_refs != NULL)
-		json_lru_put(nw_refs, key, cubin_b64, json_string_length(cubin_b64),
-		    cfg.ref_entries, cfg.ref_bytes);
+		json_lru_put(nw_refs, key, cubin, bytes, cfg.ref_entries, cfg.ref_bytes);
 }
 
 static int
@@ -559,6 +598,13 @@ nw_evaluate_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 	}
 	/* Between the backend and the worker only; not the client's business. */
 	json_object_del(result, "recycle_worker");
+	/* A reference key kept here whose cache file is gone: forget it, so
+	 * that the next task of this problem compiles it again. */
+	meta = json_object_get(result, "metadata");
+	if (t->has_ref_key && nw_refs != NULL && json_is_string(json_object_get(meta,
+	    "cubin_missing")) && strcmp(json_string_value(json_object_get(meta,
+	    "cubin_missing")), "reference") == 0)
+		json_lru_del(nw_refs, t->ref_key);
 	status = json_string_value(json_object_get(result, "status"));
 	if (status == NULL || (strcmp(status, "completed") != 0 && strcmp(status, "failed") != 0)) {
 		json_object_set_new(result, "status", json_string("failed"));
@@ -610,17 +656,18 @@ nw_evaluate(struct kgym_task *task, struct nw_task *t, const json_t *solution_cu
 		return;
 	}
 	settings = nw_settings(payload);
-	request = json_pack("{s:s, s:s, s:O, s:O, s:O?, s:O, s:s, s:o?, s:n}",
+	request = json_pack("{s:s, s:s, s:O, s:O, s:s, s:o?, s:n}",
 	    "op", "evaluate", "mode", nw->mode,
 	    "problem", json_object_get(payload, "problem"),
 	    "solution", json_object_get(payload, "solution"),
-	    "reference_cubin_b64", t->ref_cubin,
-	    "solution_cubin_b64", solution_cubin,
 	    "seed", seed, "settings", settings, "reference_timing");
 	if (request == NULL) {
 		nw_fail(task, true, "SYSTEM_ERROR", "out of memory building the evaluate job");
 		return;
 	}
+	if (t->ref_cubin != NULL)
+		nw_cubin_set(request, "reference", t->ref_cubin);
+	nw_cubin_set(request, "solution", solution_cubin);
 	if (nw->request != NULL)
 		nw->request(payload, request);
 	js.backend = t->route.backend;
@@ -645,7 +692,8 @@ static void
 nw_compile_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 {
 	struct nw_task *t = host->task_get_data(task);
-	const json_t *ref, *sol, *cubin;
+	const json_t *ref, *sol;
+	json_t *cubin;
 	const char *log;
 
 	if (t == NULL) {
@@ -682,12 +730,12 @@ nw_compile_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 			    log != NULL && *log != '\0' ? log : "(no log)");
 			return;
 		}
-		if (!json_is_string(cubin = json_object_get(ref, "cubin_b64"))) {
+		if ((cubin = nw_cubin_of(ref)) == NULL) {
 			nw_fail(task, false, "SYSTEM_ERROR", "the compile job returned no cubin "
 			    "for the reference");
 			return;
 		}
-		t->ref_cubin = json_incref((json_t *)cubin);
+		t->ref_cubin = cubin;
 		if (t->has_ref_key)
 			nw_ref_put(t->ref_key, t->ref_cubin);
 	}
@@ -699,12 +747,13 @@ nw_compile_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 		    log != NULL && *log != '\0' ? log : "NVRTC failed without a log");
 		return;
 	}
-	if (!json_is_string(cubin = json_object_get(sol, "cubin_b64"))) {
+	if ((cubin = nw_cubin_of(sol)) == NULL) {
 		nw_fail(task, false, "SYSTEM_ERROR", "the compile job returned no cubin for "
 		    "the solution");
 		return;
 	}
 	nw_evaluate(task, t, cubin);
+	json_decref(cubin);
 }
 
 static json_t *

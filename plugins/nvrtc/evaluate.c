@@ -171,18 +171,42 @@ bad:
 	return 0;
 }
 
-/* Decode a base64 cubin member; a missing one is an error of the request. */
+/*
+ * Program `what`'s cubin ("reference", "solution"): by its key in the
+ * shared compile cache (<what>_cubin_key; the worker named cache_dir, and
+ * may read it), else by value (<what>_cubin_b64).  A key whose file is
+ * gone is a verdict (SYSTEM_ERROR, metadata.cubin_missing), so that the
+ * workflow forgets a reference key it kept; a request with neither is an
+ * error of the request.
+ */
 static int
-evaluate_cubin(const json_t *request, const char *key, unsigned char **ret, char **ret_cause)
+evaluate_cubin(struct evaluate *ev, const char *what, unsigned char **ret, char **ret_cause)
 {
-	const char *b64 = json_string_value(json_object_get(request, key));
+	char name[32];
+	const char *key, *b64, *dir = json_string_value(json_object_get(ev->request, "cache_dir"));
+	char *cause = NULL;
 	size_t len;
 	int error;
 
-	if (b64 == NULL)
-		return nvrtc_fail(ret_cause, -EINVAL, "%s: missing", key);
+	snprintf(name, sizeof name, "%s_cubin_key", what);
+	if ((key = json_string_value(json_object_get(ev->request, name))) != NULL) {
+		error = compile_cache_load(dir, key, ret, &len, &cause);
+		if (error == -ENOENT) {
+			verdict_record(ev, true, "SYSTEM_ERROR", "the %s's compiled cubin: %s; "
+			    "submit again to compile it again", what, cause);
+			ev->cubin_missing = what;
+			error = 0;
+		} else if (error < 0) {
+			error = nvrtc_fail(ret_cause, error, "%s: %s", name, cause);
+		}
+		free(cause);
+		return error;
+	}
+	snprintf(name, sizeof name, "%s_cubin_b64", what);
+	if ((b64 = json_string_value(json_object_get(ev->request, name))) == NULL)
+		return nvrtc_fail(ret_cause, -EINVAL, "%s_cubin_key or %s: missing", what, name);
 	if ((error = compile_b64_decode(b64, ret, &len)) < 0)
-		return nvrtc_fail(ret_cause, error, "%s: %s", key, error == -ENOMEM ?
+		return nvrtc_fail(ret_cause, error, "%s: %s", name, error == -ENOMEM ?
 		    "out of memory" : "not base64");
 	return 0;
 }
@@ -514,11 +538,10 @@ evaluate_run(struct evaluate *ev, json_t **ret_timing, char **ret_cause)
 	if (ev->has_ref) {
 		ev->ref.plan = &ev->sev->reference;
 		ev->ref.prog = &ev->spec->problem.reference;
-		if ((error = evaluate_cubin(ev->request, "reference_cubin_b64", &ref_cubin,
-		    ret_cause)) < 0)
+		if ((error = evaluate_cubin(ev, "reference", &ref_cubin, ret_cause)) < 0)
 			goto free_cubins;
 	}
-	if ((error = evaluate_cubin(ev->request, "solution_cubin_b64", &sol_cubin,
+	if (ev->code == NULL && (error = evaluate_cubin(ev, "solution", &sol_cubin,
 	    ret_cause)) < 0)
 		goto free_cubins;
 	if (cases != NULL && (error = evaluate_cases_parse(ev, cases, &tc, ret_cause)) < 0)

@@ -50,6 +50,8 @@ struct compile_output {
 	char *log;			/* NVRTC's log ("" when none; NULL on a cache hit) */
 	double compile_ms;		/* wall time, cache lookup included */
 	bool cache_hit;
+	char cache_key[65];		/* hex: the cubin is in cache_dir under it
+					 * (a hit, or written); "" when not */
 };
 
 /*
@@ -97,13 +99,26 @@ int	compile_warm_up(const char *arch, char **ret_cause);
  * workflows make and read them, plugins/common/native_workflow.c:
  * {"op":"compile", "arch", "cache_dir"?, "include_dir"?,
  * "units":[{name, source, options}]} -> {"status":"completed",
- * "units":[{name, ok, cubin_b64, log, compile_ms, cache_hit, kernels}]}).
+ * "units":[{name, ok, cubin_key | cubin_b64, log, compile_ms, cache_hit,
+ * kernels}]}).  A compiled unit's cubin travels by its cache key when it
+ * is in the shared cache (which GPU workers may read,
+ * compile_cache_load()), else by value in base64 (no cache, or it could
+ * not be written).
  * A unit that does not compile is ok:false with its log, the job still
  * succeeds.  Options are checked against spec_option_allowed() again here:
  * a request is the workflow's, but the compile worker does not rely on it.
  * 0 or -EINVAL (malformed request) / -ENOMEM / -EIO with *ret_cause.
  */
 int	compile_job(const json_t *request, json_t **ret_result, char **ret_cause);
+
+/*
+ * The cubin stored in cache_dir under `key` (64 hex digits, as compile
+ * jobs return it), checked against the digest stored with it: a malloc'd
+ * copy in *ret_cubin.  -ENOENT (absent or damaged), -EINVAL (not a key),
+ * -ENOMEM, with *ret_cause.
+ */
+int	compile_cache_load(const char *cache_dir, const char *key, unsigned char **ret_cubin,
+	    size_t *ret_size, char **ret_cause);
 
 /* The NVRTC version as "13.0" in a static buffer. */
 const char *compile_nvrtc_version(void);
@@ -527,6 +542,8 @@ struct evaluate {
 	bool failed;			/* status "failed" rather than "completed" */
 	bool recycle;			/* a sticky CUDA error: replace the worker */
 	json_t *hack;			/* metadata.hack */
+	const char *cubin_missing;	/* "reference", "solution": its cache key
+					 * named no file (metadata.cubin_missing) */
 	json_t *trials;			/* correctness_trials */
 	unsigned int trials_passed;
 	unsigned int timed_checks;	/* timing-phase candidate calls checked (all) */

@@ -370,6 +370,8 @@ verdict_result(struct evaluate *ev, json_t *timing)
 		json_object_set(meta, "kernels", ev->sol.kernels);
 	if (ev->hack != NULL)
 		json_object_set(meta, "hack", ev->hack);
+	if (ev->cubin_missing != NULL)
+		json_object_set_new(meta, "cubin_missing", json_string(ev->cubin_missing));
 
 	r = json_pack("{s:s, s:b, s:b, s:b, s:f, s:f, s:f, s:O, s:o}",
 	    "status", ev->failed ? "failed" : "completed",

@@ -5,7 +5,8 @@
  * validated (parse_memo.c), and again only when it must be (a payload
  * read back from the store, the memo turned off); the memo lets go of
  * payloads nobody holds; the route (route.c) is one rule, decided at
- * start and handed on with the task.
+ * start and handed on with the task; cubins go from the compile job to
+ * the evaluate job by their cache key.
  */
 #include "config.h"
 
@@ -366,6 +367,100 @@ test_route_handed_on(void **state)
 	nw_fini();
 }
 
+/* The compile job's answer, each unit's cubin under `field`. */
+static void
+compile_done(struct kgym_task *t, const char *field, const char *ref, const char *sol)
+{
+	struct kgym_job_outcome o = { .ok = 1, .worker = "cpu0" };
+	json_t *units = json_array(), *res;
+
+	if (ref != NULL)
+		json_array_append_new(units, json_pack("{s:s, s:b, s:s, s:f, s:b}", "name",
+		    "reference", "ok", 1, field, ref, "compile_ms", 1.0, "cache_hit", 0));
+	json_array_append_new(units, json_pack("{s:s, s:b, s:s, s:f, s:b}", "name", "solution",
+	    "ok", 1, field, sol, "compile_ms", 1.0, "cache_hit", 0));
+	res = json_pack("{s:s, s:o}", "status", "completed", "units", units);
+	o.result = res;
+	t->done(t, &o);
+	json_decref(res);
+	assert_null(t->result);
+	assert_int_equal(t->where, KGYM_JOB_GPU);
+	assert_string_equal(json_string_value(json_object_get(t->job, "op")), "evaluate");
+}
+
+static void
+evaluate_done(struct kgym_task *t, const char *missing)
+{
+	struct kgym_job_outcome o = { .ok = 1, .worker = "gpu0.0" };
+	json_t *res = json_pack("{s:s, s:b, s:{}}", "status", missing ? "failed" : "completed",
+	    "correctness", missing == NULL, "metadata");
+
+	if (missing != NULL)
+		json_object_set_new(json_object_get(res, "metadata"), "cubin_missing",
+		    json_string(missing));
+	o.result = res;
+	t->done(t, &o);
+	json_decref(res);
+	assert_non_null(t->result);
+}
+
+static const char *
+job_str(const struct kgym_task *t, const char *key)
+{
+	return json_string_value(json_object_get(t->job, key));
+}
+
+/*
+ * Cubins travel by their key in the workers' compile cache: the evaluate
+ * request carries the keys the compile job gave (a reference's key kept in
+ * memory too), never the bytes; base64 only when the compile job had no
+ * cache.  A reference key whose file is gone is forgotten.
+ */
+static void
+test_cubins_by_key(void **state)
+{
+	static const char k1[] = "1111111111111111111111111111111111111111111111111111111111111111";
+	static const char k2[] = "2222222222222222222222222222222222222222222222222222222222222222";
+	struct kgym_task t;
+	json_t *p;
+
+	(void)state;
+	init_with(NULL, NULL);
+	/* A: both compiled; the keys go on. */
+	p = payload_new();
+	start(&t, p);
+	compile_done(&t, "cubin_key", k1, k2);
+	assert_string_equal(job_str(&t, "reference_cubin_key"), k1);
+	assert_string_equal(job_str(&t, "solution_cubin_key"), k2);
+	assert_null(json_object_get(t.job, "reference_cubin_b64"));
+	assert_null(json_object_get(t.job, "solution_cubin_b64"));
+	evaluate_done(&t, NULL);
+	task_end(&t);
+	json_decref(p);
+	/* B: the reference's key from memory; its file turns out gone. */
+	p = payload_new();
+	memset(&t, 0, sizeof t);
+	t.payload = p;
+	assert_int_equal(nw_start(&t, NULL), 0);
+	assert_int_equal(json_array_size(json_object_get(t.job, "units")), 1);
+	compile_done(&t, "cubin_key", NULL, k2);
+	assert_string_equal(job_str(&t, "reference_cubin_key"), k1);
+	evaluate_done(&t, "reference");
+	task_end(&t);
+	json_decref(p);
+	/* C: forgotten, so compiled again; by value when there is no cache. */
+	p = payload_new();
+	start(&t, p);
+	compile_done(&t, "cubin_b64", "UkVG", "U09M");
+	assert_string_equal(job_str(&t, "reference_cubin_b64"), "UkVG");
+	assert_string_equal(job_str(&t, "solution_cubin_b64"), "U09M");
+	assert_null(json_object_get(t.job, "solution_cubin_key"));
+	evaluate_done(&t, NULL);
+	task_end(&t);
+	json_decref(p);
+	nw_fini();
+}
+
 int
 main(void)
 {
@@ -377,6 +472,7 @@ main(void)
 		cmocka_unit_test(test_memo_bounds_and_sweep),
 		cmocka_unit_test(test_route_decide),
 		cmocka_unit_test(test_route_handed_on),
+		cmocka_unit_test(test_cubins_by_key),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
