@@ -2,9 +2,13 @@
  * evaluate.c -- the nvrtc backend's "evaluate" job: is the candidate right?
  *
  * The job arrives in a GPU worker with both programs already compiled
- * (the request carries their cubins) and a secret seed.  In order:
+ * (the request names their cubins by key in the workers' compile cache,
+ * which this worker reads, or carries them in base64) and a secret seed.
+ * In order:
  *
- *   1. parse the request and the payload (spec.c); load both cubins and
+ *   1. parse the request and the payload (spec.c: this worker is another
+ *      process than the daemon, which parsed the payload at submit, and
+ *      only the request's JSON crosses); load both cubins and
  *      check every launch against the kernels and the device (bind.c);
  *      allocate each tensor in its own guarded buffer (device.c).  Any
  *      problem so far is a precise VALIDATION_ERROR and nothing has run.
