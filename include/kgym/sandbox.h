@@ -1,6 +1,7 @@
 /*
  * kgym/sandbox.h -- the worker's sandbox: rlimits, Landlock and a seccomp
- * filter, as a small library (lib/sandbox.c).
+ * filter, as a small library (lib/sandbox.c; its Landlock layer in
+ * lib/sandbox_landlock.c).
  *
  * Ownership: the policy and every string it points to stay the caller's and
  * are only read; a *ret_cause is malloc'd and the caller frees it.

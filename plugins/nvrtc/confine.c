@@ -20,7 +20,7 @@
  * the worker's own domain.  Nothing but NVRTC runs in that thread, and
  * NVRTC runs no candidate code, so binding the one thread is enough.
  *
- * The Landlock part is the sandbox library's (lib/sandbox.c,
+ * The Landlock part is the sandbox library's (lib/sandbox_landlock.c,
  * sandbox_landlock_thread()), the one Landlock implementation of the
  * tree; this file owns the thread.
  *
