@@ -665,6 +665,13 @@ nw_evaluate(struct kgym_task *task, struct nw_task *t, const json_t *solution_cu
 		nw_fail(task, true, "SYSTEM_ERROR", "out of memory building the evaluate job");
 		return;
 	}
+	/* The worker parses the payload again (it is another process): under
+	 * the limits it was accepted with, not spec.h's defaults. */
+	json_object_set_new(request, "limits", json_pack("{s:I, s:I}", "max_tensor_bytes",
+	    (json_int_t)(cfg.limits.max_tensor_bytes != 0 ? cfg.limits.max_tensor_bytes :
+	    SPEC_DEFAULT_MAX_TENSOR_BYTES), "max_source_bytes",
+	    (json_int_t)(cfg.limits.max_source_bytes != 0 ? cfg.limits.max_source_bytes :
+	    SPEC_DEFAULT_MAX_SOURCE_BYTES)));
 	if (t->ref_cubin != NULL)
 		nw_cubin_set(request, "reference", t->ref_cubin);
 	nw_cubin_set(request, "solution", solution_cubin);

@@ -176,6 +176,37 @@ bad:
 }
 
 /*
+ * The limits the workflow checked the payload against at submit
+ * (request.limits): the same here, so that a payload the daemon's
+ * configuration accepts is not refused by spec.h's defaults.  Absent:
+ * the defaults.
+ */
+static int
+evaluate_limits(struct evaluate *ev, char **ret_cause)
+{
+	const json_t *l = json_object_get(ev->request, "limits"), *v;
+
+	if (l == NULL || json_is_null(l))
+		return 0;
+	if (!json_is_object(l))
+		return nvrtc_fail(ret_cause, -EINVAL, "limits: expected an object");
+	if ((v = json_object_get(l, "max_tensor_bytes")) != NULL) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1)
+			return nvrtc_fail(ret_cause, -EINVAL, "limits.max_tensor_bytes: expected "
+			    "a positive integer");
+		ev->limits.max_tensor_bytes = (uint64_t)json_integer_value(v);
+	}
+	if ((v = json_object_get(l, "max_source_bytes")) != NULL) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    (uint64_t)json_integer_value(v) > SIZE_MAX)
+			return nvrtc_fail(ret_cause, -EINVAL, "limits.max_source_bytes: expected "
+			    "a positive integer");
+		ev->limits.max_source_bytes = (size_t)json_integer_value(v);
+	}
+	return 0;
+}
+
+/*
  * Program `what`'s cubin ("reference", "solution"): by its key in the
  * shared compile cache (<what>_cubin_key; the worker named cache_dir, and
  * may read it), else by value (<what>_cubin_b64).  A key whose file is
@@ -498,7 +529,7 @@ evaluate_sets(struct evaluate *ev, char *err, size_t errlen)
 		return -ENOMEM;
 	ev->nsets = n;
 	for (k = 0; k < n; k++)
-		if ((error = spec_evaluate(ev->spec, spec_size_set(ev->spec, k), NULL,
+		if ((error = spec_evaluate(ev->spec, spec_size_set(ev->spec, k), &ev->limits,
 		    &ev->sevs[k], err, errlen)) < 0)
 			return error;
 	ev->size_set = 0;
@@ -516,7 +547,7 @@ evaluate_run(struct evaluate *ev, json_t **ret_timing, char **ret_cause)
 	char err[1024];
 	int error;
 
-	if ((error = spec_parse(ev->request, NULL, ev->simple ? SPEC_REFERENCE_OPTIONAL : 0,
+	if ((error = spec_parse(ev->request, &ev->limits, ev->simple ? SPEC_REFERENCE_OPTIONAL : 0,
 	    &ev->spec, err, sizeof err)) < 0 ||
 	    (error = evaluate_sets(ev, err, sizeof err)) < 0) {
 		if (error == -ENOMEM)
@@ -624,7 +655,8 @@ evaluate_job(const json_t *request, json_t **ret_result, char **ret_cause)
 	if (!json_is_object(ev.reference_timing))
 		ev.reference_timing = NULL;
 	if ((error = evaluate_settings(&ev, ret_cause)) < 0 ||
-	    (error = evaluate_seed(&ev, ret_cause)) < 0)
+	    (error = evaluate_seed(&ev, ret_cause)) < 0 ||
+	    (error = evaluate_limits(&ev, ret_cause)) < 0)
 		return error;
 	if ((ev.trials = json_array()) == NULL)
 		return nvrtc_fail(ret_cause, -ENOMEM, "out of memory");

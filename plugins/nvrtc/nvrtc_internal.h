@@ -506,6 +506,7 @@ struct evaluate {
 	uint64_t seed;			/* secret, from the parent */
 	struct evaluate_settings set;
 	const json_t *reference_timing;	/* cached, or NULL */
+	struct spec_limits limits;	/* the workflow's, handed on (0: spec.h's) */
 	struct spec *spec;
 	/*
 	 * Size sets (spec.h): sevs[k] is set k evaluated; sev, the programs'

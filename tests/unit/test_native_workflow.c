@@ -461,6 +461,27 @@ test_cubins_by_key(void **state)
 	nw_fini();
 }
 
+/* The evaluate job gets the limits the payload was accepted with. */
+static void
+test_limits_handed_on(void **state)
+{
+	struct kgym_task t;
+	json_t *p = payload_new(), *l;
+
+	(void)state;
+	init_with("max_source_bytes", "2M");
+	start(&t, p);
+	compile_done(&t, "cubin_key", "aa", "bb");
+	l = json_object_get(t.job, "limits");
+	assert_int_equal(json_integer_value(json_object_get(l, "max_source_bytes")), 2 << 20);
+	assert_int_equal(json_integer_value(json_object_get(l, "max_tensor_bytes")),
+	    (json_int_t)SPEC_DEFAULT_MAX_TENSOR_BYTES);
+	task_end(&t);
+	json_decref(p);
+	nw_fini();
+	config_key = NULL;
+}
+
 int
 main(void)
 {
@@ -473,6 +494,7 @@ main(void)
 		cmocka_unit_test(test_route_decide),
 		cmocka_unit_test(test_route_handed_on),
 		cmocka_unit_test(test_cubins_by_key),
+		cmocka_unit_test(test_limits_handed_on),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

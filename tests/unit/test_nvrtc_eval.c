@@ -1192,6 +1192,37 @@ test_eval_cubin_by_key(void **state)
 	rmdir(dir);
 }
 
+/* The worker parses the payload under the limits the workflow accepted it
+ * with (request.limits), not spec.h's defaults. */
+static void
+test_eval_limits_handed_on(void **state)
+{
+	json_t *req, *res;
+	char *cause = NULL;
+
+	(void)state;
+	req = request("vadd", 1000);
+	json_object_set_new(req, "limits", json_pack("{s:i}", "max_source_bytes", 2));
+	res = run(req);
+	assert_string_equal(str(res, "error_code"), "VALIDATION_ERROR");
+	if (strstr(str(res, "error_message"), "source") == NULL)
+		fail_msg("%s", str(res, "error_message"));
+	json_decref(res);
+
+	req = request("vadd", 1000);
+	json_object_set_new(req, "limits", json_pack("{s:i}", "max_source_bytes", 100000));
+	res = run(req);
+	assert_true(json_is_true(json_object_get(res, "correctness")));
+	json_decref(res);
+
+	req = request("vadd", 1000);
+	json_object_set_new(req, "limits", json_pack("{s:s}", "max_tensor_bytes", "big"));
+	assert_int_equal(evaluate_job(req, &res, &cause), -EINVAL);
+	assert_non_null(strstr(cause, "limits.max_tensor_bytes"));
+	free(cause);
+	json_decref(req);
+}
+
 int
 main(void)
 {
@@ -1239,6 +1270,7 @@ main(void)
 		cmocka_unit_test(test_eval_simple_needs_reference),
 		cmocka_unit_test(test_eval_simple_hidden_trials),
 		cmocka_unit_test(test_eval_cubin_by_key),
+		cmocka_unit_test(test_eval_limits_handed_on),
 	};
 	int failed;
 
