@@ -1,6 +1,7 @@
 /*
  * kgym/sandbox.h -- the worker's sandbox: rlimits, Landlock and a seccomp
- * filter, as a small library (lib/sandbox.c).
+ * filter, as a small library (lib/sandbox.c; its Landlock layer in
+ * lib/sandbox_landlock.c).
  *
  * Ownership: the policy and every string it points to stay the caller's and
  * are only read; a *ret_cause is malloc'd and the caller frees it.
@@ -27,7 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define KGYM_SANDBOX_VERSION	1
+#define KGYM_SANDBOX_VERSION	2	/* 2: sandbox_landlock_thread() */
 
 enum sandbox_log_level {
 	SANDBOX_LOG_DEBUG,
@@ -121,6 +122,24 @@ int	sandbox_landlock_abi(void);
  * be made complete and the worker must refuse to run jobs.
  */
 int	sandbox_landlock(const struct sandbox_policy *p, char **ret_cause);
+
+/*
+ * Narrow the calling thread alone, further (Landlock domains nest), to
+ * reading read_dirs and reading and writing rw_dirs (never executing);
+ * every other file is out of its reach.  Both lists are NULL-terminated
+ * and may be NULL; a missing path gets no rule (a rule only grants).
+ * Only file-system rights are handled, never with TSYNC: the process's
+ * other threads keep what they had.  For a thread that runs a tool on a
+ * job's input inside a sandboxed worker (the nvrtc backend's NVRTC
+ * thread), which must not read what the worker may.  Sets
+ * PR_SET_NO_NEW_PRIVS on the thread only if landlock_restrict_self
+ * refuses without it (never the case inside the sandbox, whose filter
+ * would kill that prctl).  Returns 0; -EOPNOTSUPP when the kernel has no
+ * Landlock; any other -errno with a cause, and then the thread must not
+ * run the tool.
+ */
+int	sandbox_landlock_thread(const char *const *read_dirs, const char *const *rw_dirs,
+	    char **ret_cause);
 
 /*
  * Set PR_SET_NO_NEW_PRIVS and install the seccomp filter on every thread of

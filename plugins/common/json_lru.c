@@ -107,6 +107,15 @@ json_lru_put(struct json_lru *lru, const unsigned char key[JSON_LRU_KEY], json_t
 	json_lru_trim(lru, max_entries, max_bytes);
 }
 
+void
+json_lru_del(struct json_lru *lru, const unsigned char key[JSON_LRU_KEY])
+{
+	struct json_lru_entry *e = json_lru_find(lru, key);
+
+	if (e != NULL)
+		json_lru_drop(lru, e);
+}
+
 size_t
 json_lru_count(const struct json_lru *lru)
 {

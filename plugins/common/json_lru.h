@@ -33,6 +33,8 @@ void	json_lru_put(struct json_lru *lru, const unsigned char key[JSON_LRU_KEY],
 	    json_t *value, uint64_t bytes, size_t max_entries, uint64_t max_bytes);
 /* Evict until within the limits (after a reload lowered them). */
 void	json_lru_trim(struct json_lru *lru, size_t max_entries, uint64_t max_bytes);
+/* Forget the value under key (one found stale); absent is a no-op. */
+void	json_lru_del(struct json_lru *lru, const unsigned char key[JSON_LRU_KEY]);
 size_t	json_lru_count(const struct json_lru *lru);
 
 #endif /* KGYM_JSON_LRU_H */

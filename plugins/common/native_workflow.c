@@ -49,12 +49,17 @@
 
 #include "json_lru.h"
 #include "native_workflow.h"
+#include "parse_memo.h"
 #include "plugin_util.h"
+#include "route.h"
 
-#define NW_BACKEND		"nvrtc"
 #define NW_DEFAULT_ARCH		"sm_90"
 #define NW_DEFAULT_REF_ENTRIES	1024
 #define NW_DEFAULT_REF_BYTES	(UINT64_C(64) << 20)
+/* As much as the daemon keeps of queued tasks' payloads (sched.c). */
+#define NW_DEFAULT_MEMO_BYTES	(UINT64_C(4) << 20)
+/* What a parsed payload costs beyond its sources (the spec's own structs). */
+#define NW_MEMO_OVERHEAD	4096
 /* kgymd-protocol(7): correctness is judged on at least this many trials. */
 #define NW_MIN_CORRECT_TRIALS	5
 /*
@@ -79,20 +84,35 @@ static struct {
 	double timing_rel_precision;	/* 0: the backend's default */
 	json_int_t max_timing_trials;	/* 0: the backend's default */
 	double max_timing_ms;		/* 0: the backend's default */
+	uint64_t memo_bytes;		/* parsed_payload_bytes */
 } cfg;
 
-/* Compiled reference cubins (base64 JSON strings, shared with requests). */
+/* Compiled reference cubins ({"cubin_key"} or {"cubin_b64"}, nw_cubin_of()). */
 static struct json_lru *nw_refs;
+
+/*
+ * A payload parsed and evaluated: what nw_validate() makes of it at
+ * submit, kept (parse_memo.h) until the task's nw_start() takes it, so a
+ * task the daemon kept in memory is parsed once in the daemon.
+ */
+struct nw_parsed {
+	struct spec *spec;
+	uint64_t device_bytes;		/* the most demanding size set's */
+};
+static struct parse_memo *nw_memo;
+/* nw_parse() calls in this process (nw_parse_count()). */
+static unsigned long nw_nparses;
 
 /* Per task, from start() until the task ends. */
 struct nw_task {
+	struct route route;		/* first: route_of_task() */
 	struct spec *spec;
 	uint64_t device_bytes;
 	char arch[32];
 	bool force;
 	bool has_ref_key;
 	unsigned char ref_key[32];
-	json_t *ref_cubin;		/* string, or NULL: no reference / not yet */
+	json_t *ref_cubin;		/* nw_cubin_of()'s, or NULL: no reference / not yet */
 	const char *ref_source;		/* "memory", "disk" or "compiled" */
 	json_t *meta;			/* metadata gathered on the way */
 	double t_job;			/* when the current job was asked for */
@@ -129,6 +149,7 @@ nw_read_config(char **ret_cause)
 	snprintf(cfg.arch, sizeof cfg.arch, "%s", NW_DEFAULT_ARCH);
 	cfg.ref_entries = NW_DEFAULT_REF_ENTRIES;
 	cfg.ref_bytes = NW_DEFAULT_REF_BYTES;
+	cfg.memo_bytes = NW_DEFAULT_MEMO_BYTES;
 
 	if ((v = host->config_get(self, "arch")) != NULL) {
 		if (!nw_arch_valid(v))
@@ -160,6 +181,12 @@ nw_read_config(char **ret_cause)
 			    "expected a size such as 64M", v);
 		cfg.ref_bytes = u;
 	}
+	if ((v = host->config_get(self, "parsed_payload_bytes")) != NULL) {
+		if (pu_parse_size(v, &u) < 0)
+			return pu_cause(host, ret_cause, -EINVAL, "parsed_payload_bytes = %s: "
+			    "expected a size such as 4M", v);
+		cfg.memo_bytes = u;
+	}
 	if ((v = host->config_get(self, "timing_rel_precision")) != NULL &&
 	    pu_parse_double(v, 1e-6, 1.0, &cfg.timing_rel_precision) < 0)
 		return pu_cause(host, ret_cause, -EINVAL, "timing_rel_precision = %s: expected a "
@@ -187,12 +214,51 @@ nw_ref_find(const unsigned char key[32])
 	return nw_refs != NULL ? json_lru_get(nw_refs, key) : NULL;
 }
 
-static void
-nw_ref_put(const unsigned char key[32], json_t *cubin_b64)
+/*
+ * A compiled unit's cubin as the evaluate job takes it: {"cubin_key": hex}
+ * when the compile job left it in the workers' shared cache, which GPU
+ * workers read (so the cubin itself never passes through this process),
+ * else {"cubin_b64": ...}.  NULL when the unit has neither.
+ */
+static json_t *
+nw_cubin_of(const json_t *unit)
 {
+	const json_t *key = json_object_get(unit, "cubin_key");
+	const json_t *b64 = json_object_get(unit, "cubin_b64");
+
+	if (json_is_string(key))
+		return json_pack("{s:O}", "cubin_key", key);
+	if (json_is_string(b64))
+		return json_pack("{s:O}", "cubin_b64", b64);
+	return NULL;
+}
+
+/* Copy a cubin of nw_cubin_of() into the evaluate request as
+ * <what>_cubin_key or <what>_cubin_b64. */
+static void
+nw_cubin_set(json_t *request, const char *what, const json_t *cubin)
+{
+	const char *k;
+	json_t *v;
+	char name[64];
+
+	json_object_foreach((json_t *)cubin, k, v) {
+		snprintf(name, sizeof name, "%s_%s", what, k);
+		json_object_set(request, name, v);
+	}
+}
+
+static void
+nw_ref_put(const unsigned char key[32], json_t *cubin)
+{
+	const char *k;
+	json_t *v;
+	uint64_t bytes = 64;
+
+	json_object_foreach(cubin, k, v)
+		bytes += json_string_length(v);
 	if (nw_refs != NULL)
-		json_lru_put(nw_refs, key, cubin_b64, json_string_length(cubin_b64),
-		    cfg.ref_entries, cfg.ref_bytes);
+		json_lru_put(nw_refs, key, cubin, bytes, cfg.ref_entries, cfg.ref_bytes);
 }
 
 static int
@@ -272,27 +338,11 @@ nw_check_fields(const json_t *payload, char *err, size_t errlen)
 	return 0;
 }
 
-static int
-nw_check_backend(const json_t *payload, char *err, size_t errlen)
-{
-	const json_t *b = json_object_get(payload, "backend");
-
-	if (b == NULL)
-		return pu_err(err, errlen, "backend: required (\"nvrtc\" for a native "
-		    "problem and solution)");
-	if (!json_is_string(b))
-		return pu_err(err, errlen, "backend: expected a string such as \"nvrtc\"");
-	if (strcmp(json_string_value(b), NW_BACKEND) != 0)
-		return pu_err(err, errlen, "backend '%s' is not available in this build "
-		    "(%s serves: nvrtc)", json_string_value(b), nw->name);
-	return 0;
-}
-
 /*
- * Everything a payload must satisfy, at submit and again at start (the
- * configuration may have changed in between, or the task was recovered
- * from the store).  On success the spec and its evaluation are the
- * caller's.
+ * Everything a payload must satisfy: at submit, and at start only when
+ * the submit's result was not kept for it (nw_start(): a task recovered
+ * from the store, a payload the daemon did not keep, a reload since).
+ * On success the spec and its evaluation are the caller's.
  */
 static int
 nw_parse(const json_t *payload, struct spec **ret_spec, struct spec_eval **ret_ev,
@@ -302,10 +352,9 @@ nw_parse(const json_t *payload, struct spec **ret_spec, struct spec_eval **ret_e
 	struct spec *spec = NULL;
 	int r;
 
-	if (!json_is_object(payload))
-		return pu_err(err, errlen, "payload: expected an object");
-	if ((r = nw_check_backend(payload, err, errlen)) < 0 ||
-	    (r = nw_check_fields(payload, err, errlen)) < 0)
+	/* payload.backend is the route's (route_decide()), decided before. */
+	nw_nparses++;
+	if ((r = nw_check_fields(payload, err, errlen)) < 0)
 		return r;
 	if ((r = spec_parse(payload, &cfg.limits, nw->spec_flags, &spec, err, errlen)) < 0)
 		return r;
@@ -320,23 +369,88 @@ nw_parse(const json_t *payload, struct spec **ret_spec, struct spec_eval **ret_e
 	return 0;
 }
 
+static void
+nw_parsed_free(void *p)
+{
+	struct nw_parsed *np = p;
+
+	if (np == NULL)
+		return;
+	spec_free(np->spec);
+	free(np);
+}
+
+/*
+ * nw_parse() and the device memory estimate: everything start() needs of
+ * the payload.  -EINVAL (the payload's fault) or another -errno, with a
+ * message in err; *ret_stage says which step failed (0: the parse).
+ */
+static int
+nw_prepare(const json_t *payload, struct nw_parsed **ret, int *ret_stage, char *err,
+    size_t errlen)
+{
+	struct nw_parsed *np;
+	struct spec_eval *ev = NULL;
+	int r;
+
+	*ret_stage = 0;
+	if ((np = calloc(1, sizeof *np)) == NULL)
+		return -ENOMEM;
+	if ((r = nw_parse(payload, &np->spec, &ev, err, errlen)) < 0) {
+		free(np);
+		return r;
+	}
+	spec_eval_free(ev);
+	/* The most demanding size set: the worker holds one set's tensors at a
+	 * time.  Every set evaluated in nw_parse(), so only memory can fail. */
+	*ret_stage = 1;
+	if ((r = spec_device_bytes(np->spec, &cfg.limits, &np->device_bytes, err, errlen)) < 0) {
+		nw_parsed_free(np);
+		return r;
+	}
+	*ret = np;
+	return 0;
+}
+
 int
 nw_validate(const json_t *payload, char **ret_cause)
 {
-	struct spec_eval *ev;
-	struct spec *spec;
+	struct route route;
 	char err[NW_ERRLEN];
-	int r;
 
-	if ((r = nw_parse(payload, &spec, &ev, err, sizeof err)) < 0) {
+	if (route_decide(payload, ROUTE_NATIVE, nw->name, &route, err, sizeof err) < 0) {
+		*ret_cause = pu_strdup_host(host, err);
+		return -EINVAL;
+	}
+	return nw_validate_on(payload, &route, ret_cause);
+}
+
+int
+nw_validate_on(const json_t *payload, const struct route *route, char **ret_cause)
+{
+	struct nw_parsed *np;
+	char err[NW_ERRLEN];
+	uint64_t bytes;
+	int r, stage;
+
+	(void)route;		/* the native flow has one backend */
+	if ((r = nw_prepare(payload, &np, &stage, err, sizeof err)) < 0) {
 		if (r == -ENOMEM)
 			return r;
 		*ret_cause = pu_strdup_host(host, err);
 		return -EINVAL;
 	}
-	spec_eval_free(ev);
-	spec_free(spec);
+	/* Kept for the task's start: the same payload object comes back. */
+	bytes = NW_MEMO_OVERHEAD + np->spec->solution.source_len +
+	    (np->spec->problem.has_reference ? np->spec->problem.reference.source_len : 0);
+	parse_memo_put(nw_memo, payload, np, bytes, cfg.memo_bytes);
 	return 0;
+}
+
+unsigned long
+nw_parse_count(void)
+{
+	return nw_nparses;
 }
 
 /* ------------------------------------------------------------ task state and results */
@@ -484,6 +598,13 @@ nw_evaluate_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 	}
 	/* Between the backend and the worker only; not the client's business. */
 	json_object_del(result, "recycle_worker");
+	/* A reference key kept here whose cache file is gone: forget it, so
+	 * that the next task of this problem compiles it again. */
+	meta = json_object_get(result, "metadata");
+	if (t->has_ref_key && nw_refs != NULL && json_is_string(json_object_get(meta,
+	    "cubin_missing")) && strcmp(json_string_value(json_object_get(meta,
+	    "cubin_missing")), "reference") == 0)
+		json_lru_del(nw_refs, t->ref_key);
 	status = json_string_value(json_object_get(result, "status"));
 	if (status == NULL || (strcmp(status, "completed") != 0 && strcmp(status, "failed") != 0)) {
 		json_object_set_new(result, "status", json_string("failed"));
@@ -535,20 +656,28 @@ nw_evaluate(struct kgym_task *task, struct nw_task *t, const json_t *solution_cu
 		return;
 	}
 	settings = nw_settings(payload);
-	request = json_pack("{s:s, s:s, s:O, s:O, s:O?, s:O, s:s, s:o?, s:n}",
+	request = json_pack("{s:s, s:s, s:O, s:O, s:s, s:o?, s:n}",
 	    "op", "evaluate", "mode", nw->mode,
 	    "problem", json_object_get(payload, "problem"),
 	    "solution", json_object_get(payload, "solution"),
-	    "reference_cubin_b64", t->ref_cubin,
-	    "solution_cubin_b64", solution_cubin,
 	    "seed", seed, "settings", settings, "reference_timing");
 	if (request == NULL) {
 		nw_fail(task, true, "SYSTEM_ERROR", "out of memory building the evaluate job");
 		return;
 	}
+	/* The worker parses the payload again (it is another process): under
+	 * the limits it was accepted with, not spec.h's defaults. */
+	json_object_set_new(request, "limits", json_pack("{s:I, s:I}", "max_tensor_bytes",
+	    (json_int_t)(cfg.limits.max_tensor_bytes != 0 ? cfg.limits.max_tensor_bytes :
+	    SPEC_DEFAULT_MAX_TENSOR_BYTES), "max_source_bytes",
+	    (json_int_t)(cfg.limits.max_source_bytes != 0 ? cfg.limits.max_source_bytes :
+	    SPEC_DEFAULT_MAX_SOURCE_BYTES)));
+	if (t->ref_cubin != NULL)
+		nw_cubin_set(request, "reference", t->ref_cubin);
+	nw_cubin_set(request, "solution", solution_cubin);
 	if (nw->request != NULL)
 		nw->request(payload, request);
-	js.backend = NW_BACKEND;
+	js.backend = t->route.backend;
 	js.where = KGYM_JOB_GPU;
 	js.request = request;
 	js.gpu_memory_bytes = t->device_bytes;
@@ -570,7 +699,8 @@ static void
 nw_compile_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 {
 	struct nw_task *t = host->task_get_data(task);
-	const json_t *ref, *sol, *cubin;
+	const json_t *ref, *sol;
+	json_t *cubin;
 	const char *log;
 
 	if (t == NULL) {
@@ -607,12 +737,12 @@ nw_compile_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 			    log != NULL && *log != '\0' ? log : "(no log)");
 			return;
 		}
-		if (!json_is_string(cubin = json_object_get(ref, "cubin_b64"))) {
+		if ((cubin = nw_cubin_of(ref)) == NULL) {
 			nw_fail(task, false, "SYSTEM_ERROR", "the compile job returned no cubin "
 			    "for the reference");
 			return;
 		}
-		t->ref_cubin = json_incref((json_t *)cubin);
+		t->ref_cubin = cubin;
 		if (t->has_ref_key)
 			nw_ref_put(t->ref_key, t->ref_cubin);
 	}
@@ -624,12 +754,13 @@ nw_compile_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 		    log != NULL && *log != '\0' ? log : "NVRTC failed without a log");
 		return;
 	}
-	if (!json_is_string(cubin = json_object_get(sol, "cubin_b64"))) {
+	if ((cubin = nw_cubin_of(sol)) == NULL) {
 		nw_fail(task, false, "SYSTEM_ERROR", "the compile job returned no cubin for "
 		    "the solution");
 		return;
 	}
 	nw_evaluate(task, t, cubin);
+	json_decref(cubin);
 }
 
 static json_t *
@@ -662,39 +793,57 @@ nw_arch(void)
 int
 nw_start(struct kgym_task *task, char **ret_cause)
 {
+	struct route route;
+	char err[NW_ERRLEN];
+
+	if (route_decide(host->task_payload(task), ROUTE_NATIVE, nw->name, &route, err,
+	    sizeof err) < 0) {
+		/* A stored payload this build does not serve (any more). */
+		nw_fail(task, false, "VALIDATION_ERROR", "%s", err);
+		return 0;
+	}
+	return nw_start_on(task, &route, ret_cause);
+}
+
+int
+nw_start_on(struct kgym_task *task, const struct route *route, char **ret_cause)
+{
 	const json_t *payload = host->task_payload(task);
 	struct kgym_job_spec js = { .struct_size = sizeof js };
-	struct spec_eval *ev = NULL;
 	json_t *request, *units, *cached;
+	struct nw_parsed *np;
 	char err[NW_ERRLEN];
 	struct nw_task *t;
-	int r;
+	int r, stage;
 
 	if ((t = calloc(1, sizeof *t)) == NULL || (t->meta = json_object()) == NULL) {
 		free(t);
 		return -ENOMEM;
 	}
+	t->route = *route;
 	host->task_set_data(task, t);
-	if ((r = nw_parse(payload, &t->spec, &ev, err, sizeof err)) < 0) {
-		if (r == -ENOMEM) {
+	/*
+	 * What validate() made of this very payload, when the daemon kept it
+	 * since the submit; else (read back from the store: a restart, or a
+	 * payload too big to keep) parsed again, and checked again under the
+	 * configuration of now.
+	 */
+	if ((np = parse_memo_take(nw_memo, payload)) == NULL &&
+	    (r = nw_prepare(payload, &np, &stage, err, sizeof err)) < 0) {
+		if (r == -ENOMEM || stage > 0) {
 			host->task_set_data(task, NULL);
 			nw_task_free(t);
+			if (r != -ENOMEM)
+				*ret_cause = pu_strdup_host(host, err);
 			return r;
 		}
 		nw_fail(task, false, "VALIDATION_ERROR", "%s", err);
 		return 0;
 	}
-	spec_eval_free(ev);
-	/* The most demanding size set: the worker holds one set's tensors at a
-	 * time.  Every set evaluated in nw_parse(), so only memory can fail. */
-	if ((r = spec_device_bytes(t->spec, &cfg.limits, &t->device_bytes, err,
-	    sizeof err)) < 0) {
-		host->task_set_data(task, NULL);
-		nw_task_free(t);
-		if (r != -ENOMEM)
-			*ret_cause = pu_strdup_host(host, err);
-		return r;
-	}
+	t->spec = np->spec;
+	t->device_bytes = np->device_bytes;
+	np->spec = NULL;
+	nw_parsed_free(np);
 	snprintf(t->arch, sizeof t->arch, "%s", nw_arch());
 	t->force = json_is_true(json_object_get(payload, "force_refresh"));
 	nw_meta(t, "workflow", json_string(nw->name));
@@ -722,7 +871,7 @@ nw_start(struct kgym_task *task, char **ret_cause)
 		nw_task_free(t);
 		return -ENOMEM;
 	}
-	js.backend = NW_BACKEND;
+	js.backend = t->route.backend;
 	js.where = KGYM_JOB_CPU;
 	js.request = request;
 	js.phase = "compile";
@@ -765,6 +914,10 @@ nw_init(const struct nw_kind *kind, const struct kgym_host *h,
 		return r;
 	if (nw_refs == NULL && (nw_refs = json_lru_new()) == NULL)
 		return pu_cause(host, ret_cause, -ENOMEM, "out of memory");
+	if (nw_memo == NULL && (nw_memo = parse_memo_new(nw_parsed_free)) == NULL)
+		return pu_cause(host, ret_cause, -ENOMEM, "out of memory");
+	/* Parsed under the old limits: parse again. */
+	parse_memo_clear(nw_memo);
 	json_lru_trim(nw_refs, cfg.ref_entries, cfg.ref_bytes);
 	return 0;
 }
@@ -774,4 +927,6 @@ nw_fini(void)
 {
 	json_lru_free(nw_refs);
 	nw_refs = NULL;
+	parse_memo_free(nw_memo);
+	nw_memo = NULL;
 }

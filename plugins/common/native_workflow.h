@@ -4,7 +4,8 @@
  *
  * Both run in the daemon and do the same three things with a task: check
  * its payload at submit time (spec.c's parser plus the workflow's own
- * fields), compile the reference and the candidate in a sandboxed CPU job,
+ * fields; the parsed spec is kept for the task's start, parse_memo.h),
+ * compile the reference and the candidate in a sandboxed CPU job,
  * then evaluate them in a GPU job and turn that job's result into the
  * task's.  They differ only in what struct nw_kind below says: the evaluate
  * job's mode, whether a reference kernel is required, what else the
@@ -25,6 +26,7 @@
 #include <jansson.h>
 #include <kgym/plugin.h>
 
+#include "route.h"
 #include "spec.h"
 
 /* What one workflow adds to the shared flow. */
@@ -53,6 +55,10 @@ struct nw_kind {
  *   reference_cache_entries   reference cubins kept in memory (default
  *                   1024; 0 turns the cache off)
  *   reference_cache_bytes     ... and their total size (default 64M)
+ *   parsed_payload_bytes      payloads parsed at submit kept for their
+ *                   task's start, so it need not parse them again
+ *                   (default 4M, counting sources and 4K a payload;
+ *                   0: parse again at start)
  *   timing_rel_precision, max_timing_trials, max_timing_ms   timing
  *                   settings passed to the evaluate job (default: the
  *                   backend's)
@@ -61,8 +67,23 @@ struct nw_kind {
 int	nw_init(const struct nw_kind *kind, const struct kgym_host *host,
 	    const struct kgym_plugin_handle *self, char **ret_cause);
 void	nw_fini(void);
+/*
+ * The plugin operations of a workflow whose only flow is this one
+ * (kernel_simple): they decide the route (route.h) and go on with the
+ * _on variants, which a workflow of several flows (kernelbench) calls
+ * with the route it decided.  The task's state begins with its route.
+ */
 int	nw_validate(const json_t *payload, char **ret_cause);
 int	nw_start(struct kgym_task *task, char **ret_cause);
+int	nw_validate_on(const json_t *payload, const struct route *route, char **ret_cause);
+int	nw_start_on(struct kgym_task *task, const struct route *route, char **ret_cause);
 void	nw_cancel(struct kgym_task *task);
+
+/*
+ * How many times this process has parsed a native payload (validate, or
+ * start when validate's result was not kept): tests show with it that a
+ * task kept in memory since its submit is parsed once in the daemon.
+ */
+unsigned long nw_parse_count(void);
 
 #endif /* KGYM_NATIVE_WORKFLOW_H */

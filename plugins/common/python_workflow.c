@@ -90,6 +90,7 @@ static struct {
 static struct json_lru *pw_cache;
 
 struct pw_task {
+	struct route route;		/* first: route_of_task() */
 	int cls;			/* PW_CPU or PW_CUDA */
 	json_t *meta;
 	double t_job;
@@ -152,15 +153,6 @@ pw_get(const json_t *payload, const char *name)
 	return v == NULL || json_is_null(v) ? NULL : v;
 }
 
-bool
-pw_serves(const json_t *payload)
-{
-	const char *b = json_string_value(json_object_get(payload, "backend"));
-
-	return b != NULL && (strcmp(b, "torch") == 0 || strcmp(b, "triton") == 0 ||
-	    strcmp(b, "cuda") == 0);
-}
-
 static bool
 pw_identifier(const char *s)
 {
@@ -189,7 +181,7 @@ pw_device_class(const json_t *payload)
 }
 
 static int
-pw_check(const json_t *payload, char *err, size_t errlen)
+pw_check(const json_t *payload, const struct route *route, char *err, size_t errlen)
 {
 	const struct pw_field *f;
 	const char *backend, *s;
@@ -199,7 +191,7 @@ pw_check(const json_t *payload, char *err, size_t errlen)
 
 	if (!json_is_object(payload))
 		return pu_err(err, errlen, "payload: expected an object");
-	backend = json_string_value(json_object_get(payload, "backend"));
+	backend = route->backend;
 	for (i = 0; i < sizeof pw_fields / sizeof pw_fields[0]; i++) {
 		f = &pw_fields[i];
 		if ((v = pw_get(payload, f->name)) == NULL) {
@@ -258,11 +250,11 @@ pw_check(const json_t *payload, char *err, size_t errlen)
 }
 
 int
-pw_validate(const json_t *payload, char **ret_cause)
+pw_validate(const json_t *payload, const struct route *route, char **ret_cause)
 {
 	char err[PW_ERRLEN];
 
-	if (pw_check(payload, err, sizeof err) < 0) {
+	if (pw_check(payload, route, err, sizeof err) < 0) {
 		*ret_cause = pu_strdup_host(host, err);
 		return *ret_cause != NULL ? -EINVAL : -ENOMEM;
 	}
@@ -489,7 +481,7 @@ pw_done(struct kgym_task *task, const struct kgym_job_outcome *o)
 }
 
 int
-pw_start(struct kgym_task *task, char **ret_cause)
+pw_start(struct kgym_task *task, const struct route *route, char **ret_cause)
 {
 	const json_t *payload = host->task_payload(task);
 	struct kgym_job_spec js = { .struct_size = sizeof js };
@@ -505,9 +497,10 @@ pw_start(struct kgym_task *task, char **ret_cause)
 		free(t);
 		return -ENOMEM;
 	}
+	t->route = *route;
 	host->task_set_data(task, t);
 	json_object_set_new(t->meta, "workflow", json_string("kernelbench"));
-	if (pw_check(payload, err, sizeof err) < 0) {
+	if (pw_check(payload, &t->route, err, sizeof err) < 0) {
 		pw_fail(task, false, "VALIDATION_ERROR", "%s", err);
 		return 0;
 	}
@@ -523,7 +516,7 @@ pw_start(struct kgym_task *task, char **ret_cause)
 	    "hit" : json_is_true(pw_get(payload, "force_refresh")) ? "refresh" : "miss"));
 
 	request = json_pack("{s:s, s:s, s:s, s:O, s:O, s:s, s:s, s:s, s:s, s:O?}",
-	    "op", "evaluate", "backend", json_string_value(json_object_get(payload, "backend")),
+	    "op", "evaluate", "backend", t->route.backend,
 	    "device", t->cls == PW_CPU ? "cpu" : "cuda",
 	    "reference_code", pw_get(payload, "reference_code"),
 	    "kernel_code", pw_get(payload, "kernel_code"),
@@ -556,7 +549,7 @@ pw_start(struct kgym_task *task, char **ret_cause)
 		json_object_set_new(request, "timing_rel_precision",
 		    json_real(cfg.timing_rel_precision));
 
-	js.backend = json_string_value(json_object_get(payload, "backend"));
+	js.backend = t->route.backend;
 	js.where = t->cls == PW_CPU ? KGYM_JOB_CPU : KGYM_JOB_GPU;
 	js.request = request;
 	js.phase = "compile";

@@ -3,10 +3,11 @@
  * payloads (backends "torch", "triton", "cuda"), run by the python backend
  * plugin (plugins/python) in sandboxed Python processes.
  *
- * kernelbench.c dispatches on payload.backend: pw_serves() says whether a
- * payload is this flow's; native ("nvrtc") payloads go to native_workflow.c.
- * Both flows keep their own per-task state; kernelbench.c's cancel asks
- * pw_serves() again to know whose it is (the payload does not change).
+ * kernelbench.c decides the route (route.h) and hands it here: this flow's
+ * payloads are those route_decide() sends to ROUTE_PYTHON; native ("nvrtc")
+ * payloads go to native_workflow.c.  Both flows keep their own per-task
+ * state, which begins with the task's route, so kernelbench.c's cancel
+ * knows whose it is without looking at the payload again.
  *
  * Ownership: the host table is borrowed for the plugin's life; per-task
  * state is owned here and freed when the task ends or is cancelled; causes
@@ -20,6 +21,8 @@
 #include <jansson.h>
 #include <kgym/plugin.h>
 
+#include "route.h"
+
 /*
  * pw_init() reads, from the workflow's config section ([plugin.kernelbench]):
  *   reference_cache_entries   reference timings kept in memory (default 1024,
@@ -32,10 +35,10 @@
 int	pw_init(const struct kgym_host *host, const struct kgym_plugin_handle *self,
 	    char **ret_cause);
 void	pw_fini(void);
-/* True when payload.backend names a KernelBench-format backend. */
-bool	pw_serves(const json_t *payload);
-int	pw_validate(const json_t *payload, char **ret_cause);
-int	pw_start(struct kgym_task *task, char **ret_cause);
+/* A payload (the task's) of route->flow ROUTE_PYTHON; the task runs its
+ * job on route->backend. */
+int	pw_validate(const json_t *payload, const struct route *route, char **ret_cause);
+int	pw_start(struct kgym_task *task, const struct route *route, char **ret_cause);
 void	pw_cancel(struct kgym_task *task);
 
 #endif /* KGYM_PYTHON_WORKFLOW_H */

@@ -12,14 +12,19 @@
  * unknown fields are ignored.  The flows themselves are
  * plugins/common/native_workflow.c (compile job, evaluate job, result) and
  * plugins/common/python_workflow.c (one python job, reference timing cache);
- * this file only dispatches on payload.backend.
+ * this file only decides the route (plugins/common/route.c) and dispatches
+ * on it.
  */
 #include "config.h"
+
+#include <errno.h>
 
 #include <kgym/plugin.h>
 
 #include "native_workflow.h"
+#include "plugin_util.h"
 #include "python_workflow.h"
+#include "route.h"
 
 static const struct nw_kind kernelbench_kind = {
 	.name = "kernelbench",
@@ -29,7 +34,10 @@ static const struct nw_kind kernelbench_kind = {
 	.speedup = true,
 };
 
-/* --- dispatch on payload.backend: KernelBench format or native */
+/* --- dispatch on the route (route.h): KernelBench format or native */
+
+#define KERNELBENCH_FLOWS	(ROUTE_NATIVE | ROUTE_PYTHON)
+#define KERNELBENCH_ERRLEN	512
 
 static const struct kgym_host *kernelbench_host;
 
@@ -53,24 +61,51 @@ kernelbench_fini(void)
 }
 
 static int
-kernelbench_validate(const json_t *payload, char **ret_cause)
+kernelbench_route(const json_t *payload, struct route *ret, char **ret_cause)
 {
-	return pw_serves(payload) ? pw_validate(payload, ret_cause) :
-	    nw_validate(payload, ret_cause);
+	char err[KERNELBENCH_ERRLEN];
+
+	if (route_decide(payload, KERNELBENCH_FLOWS, "kernelbench", ret, err, sizeof err) == 0)
+		return 0;
+	*ret_cause = pu_strdup_host(kernelbench_host, err);
+	return *ret_cause != NULL ? -EINVAL : -ENOMEM;
 }
 
 static int
-kernelbench_start(struct kgym_task *task, char **ret_cause)
+kernelbench_validate(const json_t *payload, char **ret_cause)
 {
-	return pw_serves(kernelbench_host->task_payload(task)) ? pw_start(task, ret_cause) :
-	    nw_start(task, ret_cause);
+	struct route route;
+	int r;
+
+	if ((r = kernelbench_route(payload, &route, ret_cause)) < 0)
+		return r;
+	return route.flow == ROUTE_PYTHON ? pw_validate(payload, &route, ret_cause) :
+	    nw_validate_on(payload, &route, ret_cause);
 }
 
-/* The payload does not change while a task runs: it still says whose state it has. */
+/* The route is decided here once for the run, and handed on. */
+static int
+kernelbench_start(struct kgym_task *task, char **ret_cause)
+{
+	struct route route;
+	int r;
+
+	if ((r = kernelbench_route(kernelbench_host->task_payload(task), &route,
+	    ret_cause)) < 0)
+		return r;
+	return route.flow == ROUTE_PYTHON ? pw_start(task, &route, ret_cause) :
+	    nw_start_on(task, &route, ret_cause);
+}
+
+/* Whose state the task has: the route its start decided. */
 static void
 kernelbench_cancel(struct kgym_task *task)
 {
-	if (pw_serves(kernelbench_host->task_payload(task)))
+	const struct route *route = route_of_task(kernelbench_host, task);
+
+	if (route == NULL)
+		return;		/* no state to release */
+	if (route->flow == ROUTE_PYTHON)
 		pw_cancel(task);
 	else
 		nw_cancel(task);

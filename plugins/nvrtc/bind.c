@@ -140,7 +140,7 @@ bind_arg(struct evaluate *ev, struct evaluate_prog *p, const struct spec_plan *p
 	if ((r = bind_value(arg, size, &p->vals[s][a])) == 0)
 		return true;
 	if (r == -ERANGE) {
-		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: "
+		verdict_record(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: "
 		    "%lld does not fit kernel '%s''s 4-byte parameter %zu%s", p->path, s, a,
 		    (long long)arg->i, l->kernel, a, note);
 		return false;
@@ -148,11 +148,11 @@ bind_arg(struct evaluate *ev, struct evaluate_prog *p, const struct spec_plan *p
 	need = arg->kind == SPEC_ARG_INT ? 0 : arg->kind == SPEC_ARG_I32 ||
 	    arg->kind == SPEC_ARG_F32 ? 4 : 8;
 	if (need == 0)
-		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: kernel "
+		verdict_record(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: kernel "
 		    "'%s''s parameter %zu is %zu bytes; an integer expression is passed as 4 or "
 		    "8%s", p->path, s, a, l->kernel, a, size, note);
 	else
-		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: kernel "
+		verdict_record(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args[%zu]: kernel "
 		    "'%s''s parameter %zu is %zu bytes; %s needs %zu%s", p->path, s, a, l->kernel,
 		    a, size, bind_kind_name(arg->kind), need, note);
 	return false;
@@ -176,13 +176,13 @@ bind_limits(struct evaluate *ev, struct evaluate_prog *p, const struct spec_plan
 
 	for (d = 0; d < 3; d++) {
 		if (l->grid[d] > (uint32_t)nvdev.max_grid[d]) {
-			evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].grid[%zu]: "
+			verdict_record(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].grid[%zu]: "
 			    "%u blocks in %c; the device allows at most %d%s", p->path, s, d,
 			    l->grid[d], axis[d], nvdev.max_grid[d], note);
 			return 0;
 		}
 		if (l->block[d] > (uint32_t)nvdev.max_block[d]) {
-			evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].block[%zu]: "
+			verdict_record(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].block[%zu]: "
 			    "%u threads in %c; the device allows at most %d%s", p->path, s, d,
 			    l->block[d], axis[d], nvdev.max_block[d], note);
 			return 0;
@@ -198,7 +198,7 @@ bind_limits(struct evaluate *ev, struct evaluate_prog *p, const struct spec_plan
 		return error;
 	threads = (uint64_t)l->block[0] * l->block[1] * l->block[2];
 	if (threads > (uint64_t)nvdev.max_threads_per_block || threads > (uint64_t)max_threads) {
-		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].block: %llu threads "
+		verdict_record(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].block: %llu threads "
 		    "per block; kernel '%s' can run at most %d (the device %d; the kernel uses %d "
 		    "registers per thread)%s", p->path, s, (unsigned long long)threads, l->kernel,
 		    max_threads < nvdev.max_threads_per_block ? max_threads :
@@ -206,7 +206,7 @@ bind_limits(struct evaluate *ev, struct evaluate_prog *p, const struct spec_plan
 		return 0;
 	}
 	if ((uint64_t)static_shared + l->shared_bytes > (uint64_t)nvdev.max_shared_optin) {
-		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].shared_bytes: kernel "
+		verdict_record(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].shared_bytes: kernel "
 		    "'%s' would need %llu bytes of shared memory per block (%d static + %u "
 		    "dynamic); the device allows at most %d%s", p->path, s, l->kernel,
 		    (unsigned long long)static_shared + l->shared_bytes, static_shared,
@@ -223,7 +223,7 @@ bind_limits(struct evaluate *ev, struct evaluate_prog *p, const struct spec_plan
 		char err[256];
 
 		device_error_text(rc, err, sizeof err);
-		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].shared_bytes: kernel "
+		verdict_record(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].shared_bytes: kernel "
 		    "'%s' cannot have %u bytes of dynamic shared memory: %s%s", p->path, s,
 		    l->kernel, l->shared_bytes, err, note);
 		return 0;
@@ -242,11 +242,11 @@ static int
 bind_check_step(struct evaluate *ev, struct evaluate_prog *p, size_t k, size_t s,
     char **ret_cause)
 {
-	const struct spec_plan *plan = evaluate_plan(ev, p, k);
+	const struct spec_plan *plan = call_plan(ev, p, k);
 	char note[192];
 	size_t a;
 
-	evaluate_set_note(ev, k, note, sizeof note);
+	call_set_note(ev, k, note, sizeof note);
 	for (a = 0; a < plan->steps[s].nargs; a++)
 		if (!bind_arg(ev, p, plan, s, a, note))
 			return 0;
@@ -257,14 +257,14 @@ bind_check_step(struct evaluate *ev, struct evaluate_prog *p, size_t k, size_t s
 static int
 bind_step(struct evaluate *ev, struct evaluate_prog *p, size_t s, char **ret_cause)
 {
-	const struct spec_launch *l = &evaluate_plan(ev, p, 0)->steps[s];
+	const struct spec_launch *l = &call_plan(ev, p, 0)->steps[s];
 	size_t sizes[BIND_MAX_PARAMS], n = 0, a;
 	CUresult rc;
 	int error;
 
 	rc = nvcu.cuModuleGetFunction(&p->fn[s], p->mod, l->kernel);
 	if (rc == CUDA_ERROR_NOT_FOUND) {
-		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].kernel: the compiled "
+		verdict_record(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].kernel: the compiled "
 		    "%s has no kernel '%s' (kernels must be extern \"C\" __global__)", p->path, s,
 		    p->what, l->kernel);
 		return 0;
@@ -275,7 +275,7 @@ bind_step(struct evaluate *ev, struct evaluate_prog *p, size_t s, char **ret_cau
 	if ((error = bind_params(p->fn[s], sizes, &n, ret_cause)) < 0)
 		return error;
 	if (n != l->nargs) {
-		evaluate_verdict(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args: kernel '%s' "
+		verdict_record(ev, true, "VALIDATION_ERROR", "%s.launch[%zu].args: kernel '%s' "
 		    "takes %s%zu parameter%s; the plan passes %zu", p->path, s, l->kernel,
 		    n >= BIND_MAX_PARAMS ? "more than " : "", n >= BIND_MAX_PARAMS ? n - 1 : n,
 		    n == 1 ? "" : "s", l->nargs);
@@ -306,7 +306,7 @@ bind_program(struct evaluate *ev, struct evaluate_prog *p, const unsigned char *
 		device_error_text(rc, err, sizeof err);
 		/* A cubin from our compile job that does not load: built for
 		 * another GPU, or damaged on the way. */
-		evaluate_verdict(ev, true, "COMPILATION_ERROR", "the compiled %s does not load on "
+		verdict_record(ev, true, "COMPILATION_ERROR", "the compiled %s does not load on "
 		    "%s (%s): %s", p->what, nvdev.name, nvdev.arch, err);
 		return 0;
 	}
@@ -388,8 +388,8 @@ bind_reload(struct evaluate *ev, struct evaluate_prog *p, char **ret_cause)
 			goto fail;
 		/* bind_limits() opted in for the largest size set's need. */
 		for (shared = 0, k = 0; k < ev->nsets; k++)
-			if (evaluate_plan(ev, p, k)->steps[s].shared_bytes > shared)
-				shared = evaluate_plan(ev, p, k)->steps[s].shared_bytes;
+			if (call_plan(ev, p, k)->steps[s].shared_bytes > shared)
+				shared = call_plan(ev, p, k)->steps[s].shared_bytes;
 		if (shared > (uint32_t)max_dynamic && (rc = nvcu.cuFuncSetAttribute(fn[s],
 		    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared)) != CUDA_SUCCESS)
 			goto fail;

@@ -483,8 +483,9 @@ write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-/* Store a cubin; failures only cost the next compile a miss. */
-static void
+/* Store a cubin; true when it is in place.  A failure only costs the next
+ * compile a miss, and this job's cubin travels by value. */
+static bool
 cache_write(const char *dir, const char *path, const unsigned char *cubin, size_t size)
 {
 	unsigned char md[DIGEST_LEN], rnd[8];
@@ -494,21 +495,63 @@ cache_write(const char *dir, const char *path, const unsigned char *cubin, size_
 	int fd, n, r;
 
 	if (digest(part, len, 1, md) < 0 || RAND_bytes(rnd, sizeof(rnd)) != 1)
-		return;
+		return false;
 	(void)mkdir(dir, 0755);
 	n = snprintf(tmp, sizeof(tmp), "%s/.tmp-%ld-%02x%02x%02x%02x%02x%02x%02x%02x", dir,
 	    (long)getpid(), rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
 	if (n < 0 || (size_t)n >= sizeof(tmp))
-		return;
+		return false;
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0)
-		return;
+		return false;
 	r = write_all(fd, cubin, size);
 	if (r == 0)
 		r = write_all(fd, md, sizeof(md));
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
-	if (r != 0 || rename(tmp, path) < 0)
+	if (r != 0 || rename(tmp, path) < 0) {
 		(void)unlink(tmp);
+		return false;
+	}
+	return true;
+}
+
+/* A key as cache_key() writes it: 64 lowercase hex digits, nothing else
+ * (it becomes a file name). */
+static bool
+cache_key_valid(const char *key)
+{
+	return strlen(key) == 2 * DIGEST_LEN &&
+	    strspn(key, "0123456789abcdef") == 2 * DIGEST_LEN;
+}
+
+int
+compile_cache_load(const char *cache_dir, const char *key, unsigned char **ret_cubin,
+    size_t *ret_size, char **ret_cause)
+{
+	char path[PATH_MAX];
+	int n, r;
+
+	if (cache_dir == NULL || cache_dir[0] != '/') {
+		*ret_cause = cause_printf("no compile cache here to find cubin %.64s in", key);
+		return -ENOENT;
+	}
+	if (!cache_key_valid(key)) {
+		*ret_cause = cause_printf("'%.80s' is not a cache key (64 hex digits)", key);
+		return -EINVAL;
+	}
+	n = snprintf(path, sizeof(path), "%s/%s.cubin", cache_dir, key);
+	if (n < 0 || (size_t)n >= sizeof(path)) {
+		*ret_cause = cause_printf("the compile cache's path is too long");
+		return -ENAMETOOLONG;
+	}
+	if ((r = cache_read(path, ret_cubin, ret_size)) == -ENOMEM) {
+		*ret_cause = cause_printf("out of memory");
+		return r;
+	}
+	if (r < 0)
+		*ret_cause = cause_printf("cubin %s is not in the compile cache (or is damaged)",
+		    key);
+	return r;
 }
 
 /* --- compiling --- */
@@ -696,6 +739,7 @@ compile_source(const struct compile_input *in, struct compile_output *ret_out, c
 	if (cache && !in->force && cache_read(path, &out.cubin, &out.cubin_size) == 0) {
 		out.ok = true;
 		out.cache_hit = true;
+		memcpy(out.cache_key, hex, sizeof(out.cache_key));
 		out.compile_ms = now_ms() - t0;
 		*ret_out = out;
 		return 0;
@@ -704,8 +748,8 @@ compile_source(const struct compile_input *in, struct compile_output *ret_out, c
 		compile_output_clear(&out);
 		return r;
 	}
-	if (cache && out.ok)
-		cache_write(in->cache_dir, path, out.cubin, out.cubin_size);
+	if (cache && out.ok && cache_write(in->cache_dir, path, out.cubin, out.cubin_size))
+		memcpy(out.cache_key, hex, sizeof(out.cache_key));
 	out.compile_ms = now_ms() - t0;
 	*ret_out = out;
 	return 0;
@@ -837,7 +881,14 @@ job_unit(const json_t *unit, size_t idx, const char *arch, const char *include_d
 		compile_output_clear(&out);
 		return -ENOMEM;
 	}
-	if (out.ok) {
+	if (out.ok && out.cache_key[0] != '\0') {
+		/* In the cache, which GPU workers read: the key is enough. */
+		if (json_object_set_new(res, "cubin_key", json_string(out.cache_key)) < 0) {
+			json_decref(res);
+			compile_output_clear(&out);
+			return -ENOMEM;
+		}
+	} else if (out.ok) {
 		b64 = compile_b64_encode(out.cubin, out.cubin_size);
 		if (b64 == NULL || json_object_set_new(res, "cubin_b64", json_string(b64)) < 0) {
 			free(b64);

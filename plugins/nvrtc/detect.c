@@ -2,7 +2,8 @@
  * detect.c -- the nvrtc backend's reward-hack and problem detectors
  * (kgymd-protocol(7), "Reward hacks").
  *
- * Correctness trials and checked timed calls (evaluate.c, timing.c) catch a
+ * Correctness trials and checked timed calls (evaluate.c, verdict.c,
+ * timing.c) catch a
  * candidate whose outputs are wrong.  What they cannot see is a candidate
  * whose outputs are right but whose *time* is not what it seems, or a
  * problem that makes a cheat right.  Each detector here says what it
@@ -398,7 +399,7 @@ detect_end(struct evaluate *ev)
 static void
 detect_hack(struct evaluate *ev, const char *kind, const char *detail)
 {
-	evaluate_verdict(ev, false, "REWARD_HACK", "%s (reward hack: %s)", detail, kind);
+	verdict_record(ev, false, "REWARD_HACK", "%s (reward hack: %s)", detail, kind);
 	json_decref(ev->hack);
 	ev->hack = json_pack("{s:s, s:s}", "kind", kind, "detail", detail);
 }
@@ -557,7 +558,7 @@ detect_track_outputs(struct evaluate *ev, size_t trial, char **ret_cause)
 		d->ref_trials_first++;
 	return 0;
 cuda:
-	evaluate_cuda_failure(ev, "kgymd's checks of the problem", cause);
+	verdict_cuda_failure(ev, "kgymd's checks of the problem", cause);
 	return 0;
 }
 
@@ -571,16 +572,16 @@ detect_repeat_reference(struct evaluate *ev, size_t trial, uint64_t seed, char *
 	char msg[1024], *cause = NULL;
 	size_t o;
 
-	if (evaluate_prepare_call(ev, seed, trial, true, &cause) < 0 ||
-	    evaluate_launch(ev, &ev->ref, &cause) < 0 || device_sync(NULL, &cause) < 0) {
-		evaluate_cuda_failure(ev, when, cause);
+	if (call_prepare(ev, seed, trial, true, &cause) < 0 ||
+	    call_launch(ev, &ev->ref, &cause) < 0 || device_sync(NULL, &cause) < 0) {
+		verdict_cuda_failure(ev, when, cause);
 		return 0;
 	}
 	ev->running = NULL;
 	if (detect_hash_outputs(ev, &cause) < 0 ||
 	    device_download(d->host_slots, d->slots.ptr, d->noutputs * sizeof(uint64_t),
-	    &cause) < 0 || evaluate_check(ev, &c, &cause) < 0) {
-		evaluate_cuda_failure(ev, when, cause);
+	    &cause) < 0 || verdict_check(ev, &c, &cause) < 0) {
+		verdict_cuda_failure(ev, when, cause);
 		return 0;
 	}
 	d->ref_repeat_bitwise = true;
@@ -590,7 +591,7 @@ detect_repeat_reference(struct evaluate *ev, size_t trial, uint64_t seed, char *
 	d->ref_repeat_ok = c.mismatches == 0;
 	d->ref_mutates_inputs = c.input_changed;
 	if (c.mismatches != 0) {
-		evaluate_check_message(ev, &c, msg, sizeof msg);
+		verdict_check_message(ev, &c, msg, sizeof msg);
 		free(d->ref_repeat_detail);
 		if (asprintf(&d->ref_repeat_detail, "the reference's second call on the same "
 		    "inputs differs from its first: %s", msg) < 0)
@@ -641,21 +642,21 @@ detect_candidate_trial(struct evaluate *ev, size_t trial, uint64_t seed, char **
 	if (detect_hash_outputs(ev, &cause) < 0 ||
 	    device_download(d->host_slots, d->slots.ptr, d->noutputs * sizeof(uint64_t),
 	    &cause) < 0) {
-		evaluate_cuda_failure(ev, when, cause);
+		verdict_cuda_failure(ev, when, cause);
 		goto free_first;
 	}
 	for (o = 0; o < d->noutputs; o++)
 		first[o] = detect_slot_hash(d, o);
-	if (evaluate_prepare_call(ev, seed, trial, true, &cause) < 0 ||
-	    evaluate_launch(ev, &ev->sol, &cause) < 0 || device_sync(NULL, &cause) < 0) {
-		evaluate_cuda_failure(ev, when, cause);
+	if (call_prepare(ev, seed, trial, true, &cause) < 0 ||
+	    call_launch(ev, &ev->sol, &cause) < 0 || device_sync(NULL, &cause) < 0) {
+		verdict_cuda_failure(ev, when, cause);
 		goto free_first;
 	}
 	ev->running = NULL;
 	if (detect_hash_outputs(ev, &cause) < 0 ||
 	    device_download(d->host_slots, d->slots.ptr, d->noutputs * sizeof(uint64_t),
-	    &cause) < 0 || evaluate_check(ev, &c, &cause) < 0) {
-		evaluate_cuda_failure(ev, when, cause);
+	    &cause) < 0 || verdict_check(ev, &c, &cause) < 0) {
+		verdict_cuda_failure(ev, when, cause);
 		goto free_first;
 	}
 	d->cand_repeat_bitwise = true;
@@ -666,14 +667,14 @@ detect_candidate_trial(struct evaluate *ev, size_t trial, uint64_t seed, char **
 	if (c.ok)
 		goto free_first;
 	/* Judged as any trial is: the repeat is a correctness call. */
-	evaluate_check_message(ev, &c, msg, sizeof msg);
+	verdict_check_message(ev, &c, msg, sizeof msg);
 	if (c.mismatches == 0 && c.input_changed) {
-		evaluate_verdict(ev, false, "REWARD_HACK", "%s (%s)", msg, when);
+		verdict_record(ev, false, "REWARD_HACK", "%s (%s)", msg, when);
 		json_decref(ev->hack);
 		ev->hack = json_pack("{s:s, s:s, s:s}", "kind", "input_mutation", "detail", msg,
 		    "input", ev->spec->problem.inputs[c.changed_input].name);
 	} else {
-		evaluate_verdict(ev, false, "CORRECTNESS_ERROR", "%s (%s: the solution's outputs "
+		verdict_record(ev, false, "CORRECTNESS_ERROR", "%s (%s: the solution's outputs "
 		    "are not reproducible; the first call passed)", msg, when);
 	}
 free_first:

@@ -9,7 +9,8 @@
  *               (compile.c); no GPU is touched.
  *   "evaluate"  in a GPU worker: load both cubins, check the plans against
  *               the kernels and the device, run correctness trials and
- *               timing (evaluate.c, timing.c, device.c).
+ *               timing (evaluate.c, the job, over call.c, the calls,
+ *               and verdict.c, the verdicts; timing.c, device.c).
  *
  * prepare() runs before the sandbox: in a GPU worker it finds the context
  * the worker made current and compiles and loads kgymd's helper kernels
@@ -33,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "kgym/sandbox.h"
 
 #include "nvrtc_internal.h"
 
@@ -118,7 +121,7 @@ nvrtc_prepare(char **ret_cause)
 		compile_set_unconfined(true);
 		nvrtc_log(KGYM_LOG_WARN, "[plugin.nvrtc] compile_sandbox = no: NVRTC can read "
 		    "any file this worker can, and a candidate's #include can quote it");
-	} else if (confine_abi() < 0) {
+	} else if (sandbox_landlock_abi() < 0) {
 		nvrtc_log(KGYM_LOG_WARN, "the kernel has no Landlock: compile jobs fail "
 		    "([plugin.nvrtc] compile_sandbox = no would run them unconfined)");
 	}

@@ -50,6 +50,8 @@ struct compile_output {
 	char *log;			/* NVRTC's log ("" when none; NULL on a cache hit) */
 	double compile_ms;		/* wall time, cache lookup included */
 	bool cache_hit;
+	char cache_key[65];		/* hex: the cubin is in cache_dir under it
+					 * (a hit, or written); "" when not */
 };
 
 /*
@@ -97,13 +99,26 @@ int	compile_warm_up(const char *arch, char **ret_cause);
  * workflows make and read them, plugins/common/native_workflow.c:
  * {"op":"compile", "arch", "cache_dir"?, "include_dir"?,
  * "units":[{name, source, options}]} -> {"status":"completed",
- * "units":[{name, ok, cubin_b64, log, compile_ms, cache_hit, kernels}]}).
+ * "units":[{name, ok, cubin_key | cubin_b64, log, compile_ms, cache_hit,
+ * kernels}]}).  A compiled unit's cubin travels by its cache key when it
+ * is in the shared cache (which GPU workers may read,
+ * compile_cache_load()), else by value in base64 (no cache, or it could
+ * not be written).
  * A unit that does not compile is ok:false with its log, the job still
  * succeeds.  Options are checked against spec_option_allowed() again here:
  * a request is the workflow's, but the compile worker does not rely on it.
  * 0 or -EINVAL (malformed request) / -ENOMEM / -EIO with *ret_cause.
  */
 int	compile_job(const json_t *request, json_t **ret_result, char **ret_cause);
+
+/*
+ * The cubin stored in cache_dir under `key` (64 hex digits, as compile
+ * jobs return it), checked against the digest stored with it: a malloc'd
+ * copy in *ret_cubin.  -ENOENT (absent or damaged), -EINVAL (not a key),
+ * -ENOMEM, with *ret_cause.
+ */
+int	compile_cache_load(const char *cache_dir, const char *key, unsigned char **ret_cubin,
+	    size_t *ret_size, char **ret_cause);
 
 /* The NVRTC version as "13.0" in a static buffer. */
 const char *compile_nvrtc_version(void);
@@ -120,15 +135,14 @@ char	*cause_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ==== confine.c: the compile thread's own Landlock domain ====
  *
- * Ownership: the policy's strings are borrowed; *ret_cause is malloc'd.
+ * The rules are the sandbox library's (sandbox_landlock_thread(),
+ * include/kgym/sandbox.h); confine.c owns the thread.  Ownership: the
+ * policy's strings are borrowed; *ret_cause is malloc'd.
  */
 struct confine_policy {
 	const char *const *read_dirs;	/* NULL-terminated; may be NULL */
 	const char *const *rw_dirs;	/* NULL-terminated; may be NULL */
 };
-
-/* The running kernel's Landlock ABI (>= 1), or -EOPNOTSUPP. */
-int	confine_abi(void);
 
 /*
  * Run fn(arg) in a new thread that can open nothing but what `p` lists
@@ -424,7 +438,8 @@ json_t	*device_json(void);
 
 /* ==== end of device.c ==== */
 
-/* ==== evaluate.c: the "evaluate" job, and its state (bind.c, timing.c) ====
+/* ==== evaluate.c: the "evaluate" job, and its state (call.c, verdict.c,
+ * bind.c, timing.c) ====
  *
  * evaluate_job() returns 0 and a result object (kgymd-protocol(7)) for every verdict
  * (validation, runtime and correctness failures included); -errno with
@@ -447,7 +462,7 @@ struct evaluate_prog {
 	const char *what;		/* "reference", "solution" */
 	const char *path;		/* "problem.reference", "solution" (messages) */
 	const struct spec_program *prog;
-	const struct spec_plan *plan;	/* the current size set's (evaluate_plan()) */
+	const struct spec_plan *plan;	/* the current size set's (call_plan()) */
 	const unsigned char *cubin;	/* borrowed for the job: bind_reload() */
 	CUmodule mod;
 	CUfunction *fn;			/* per step */
@@ -491,11 +506,12 @@ struct evaluate {
 	uint64_t seed;			/* secret, from the parent */
 	struct evaluate_settings set;
 	const json_t *reference_timing;	/* cached, or NULL */
+	struct spec_limits limits;	/* the workflow's, handed on (0: spec.h's) */
 	struct spec *spec;
 	/*
 	 * Size sets (spec.h): sevs[k] is set k evaluated; sev, the programs'
 	 * plans and the tensor buffers are those of the current set size_set
-	 * (evaluate_use_set()).  Correctness trial t uses set t % nsets,
+	 * (call_use_set()).  Correctness trial t uses set t % nsets,
 	 * test cases and timing the first.
 	 */
 	struct spec_eval **sevs;
@@ -527,6 +543,8 @@ struct evaluate {
 	bool failed;			/* status "failed" rather than "completed" */
 	bool recycle;			/* a sticky CUDA error: replace the worker */
 	json_t *hack;			/* metadata.hack */
+	const char *cubin_missing;	/* "reference", "solution": its cache key
+					 * named no file (metadata.cubin_missing) */
 	json_t *trials;			/* correctness_trials */
 	unsigned int trials_passed;
 	unsigned int timed_checks;	/* timing-phase candidate calls checked (all) */
@@ -568,39 +586,39 @@ void	bind_release(struct evaluate_prog *p);
 
 /* ==== end of bind.c ==== */
 
-/* ==== evaluate.c, continued: one call, one check, verdicts ==== */
+/* ==== call.c: the call layer (buffers of a size set, one call) ====
+ *
+ * Ownership: the buffers are ev's (freed by call_free_set()); nothing
+ * returned is the caller's.
+ */
 
 /* Program p's plan for size set k. */
-const struct spec_plan *evaluate_plan(const struct evaluate *ev, const struct evaluate_prog *p,
+const struct spec_plan *call_plan(const struct evaluate *ev, const struct evaluate_prog *p,
 	    size_t k);
 /*
  * For messages about size set k: " (size set problem.sizes[1]: N=1048573)",
  * or "" when the problem has a single set (its messages are unchanged).
  */
-void	evaluate_set_note(const struct evaluate *ev, size_t k, char *buf, size_t len);
+void	call_set_note(const struct evaluate *ev, size_t k, char *buf, size_t len);
 /*
  * Make size set k current: the previous set's tensors freed, k's allocated
  * (each in its own guarded buffer, so the guard sits right after the
  * tensor's real size) and bound.  0 (out of device memory is a verdict on
  * ev), or -errno with *ret_cause.
  */
-int	evaluate_use_set(struct evaluate *ev, size_t k, char **ret_cause);
-
-/* Record the verdict (the first one wins); printf-style message. */
-void	evaluate_verdict(struct evaluate *ev, bool failed, const char *code, const char *fmt, ...)
-	    __attribute__((format(printf, 4, 5)));
-/*
- * A CUDA-level failure (`cause`, consumed) while ev->running's code may
- * have been on the GPU: the verdict names who failed, and a sticky error
- * marks the worker for recycling.
- */
-void	evaluate_cuda_failure(struct evaluate *ev, const char *during, char *cause);
+int	call_use_set(struct evaluate *ev, size_t k, char **ret_cause);
+/* What does not depend on the size set: comparison slots, hashes,
+ * pointers.  0, or -errno with *ret_cause. */
+int	call_alloc(struct evaluate *ev, char **ret_cause);
+/* Free the current size set's buffers (also what a failed
+ * call_use_set() made); a job with none is a no-op. */
+void	call_free_set(struct evaluate *ev);
 /*
  * Get ready for one call (of either program) on inputs from `seed`: inputs generated
  * (init number `init_index`), outputs poisoned, every scratch buffer zeroed,
  * shared memory scrubbed; with `hash`, the inputs' hashes taken (blocking).
  */
-int	evaluate_prepare_call(struct evaluate *ev, uint64_t seed, size_t init_index, bool hash,
+int	call_prepare(struct evaluate *ev, uint64_t seed, size_t init_index, bool hash,
 	    char **ret_cause);
 /*
  * After the candidate's call: the latest call's inputs regenerated (same
@@ -608,17 +626,35 @@ int	evaluate_prepare_call(struct evaluate *ev, uint64_t seed, size_t init_index,
  * scrubbed -- the reference's call, writing into ev->expect, comes next.
  * Queued, no wait.
  */
-int	evaluate_prepare_reference(struct evaluate *ev, char **ret_cause);
+int	call_prepare_reference(struct evaluate *ev, char **ret_cause);
 /* Queue a keyed hash of each input (the latest call's salts) into the
  * uint64_t at slots + 8 * i (zeroed first). */
-int	evaluate_hash_inputs(struct evaluate *ev, CUdeviceptr slots, char **ret_cause);
+int	call_hash_inputs(struct evaluate *ev, CUdeviceptr slots, char **ret_cause);
 /* Queue p's launch plan on the stream (sets ev->running). */
-int	evaluate_launch(struct evaluate *ev, struct evaluate_prog *p, char **ret_cause);
+int	call_launch(struct evaluate *ev, struct evaluate_prog *p, char **ret_cause);
 /* Copy the outputs (the reference's, just computed) to ev->ref_host. */
-int	evaluate_save_reference(struct evaluate *ev, char **ret_cause);
+int	call_save_reference(struct evaluate *ev, char **ret_cause);
+
+/* ==== end of call.c ==== */
+
+/* ==== verdict.c: the verdict layer (checks, verdicts, the result) ====
+ *
+ * Ownership: a verdict's message is ev's; verdict_result() returns a new
+ * reference (NULL when out of memory).
+ */
+
+/* Record the verdict (the first one wins); printf-style message. */
+void	verdict_record(struct evaluate *ev, bool failed, const char *code, const char *fmt, ...)
+	    __attribute__((format(printf, 4, 5)));
+/*
+ * A CUDA-level failure (`cause`, consumed) while ev->running's code may
+ * have been on the GPU: the verdict names who failed, and a sticky error
+ * marks the worker for recycling.
+ */
+void	verdict_cuda_failure(struct evaluate *ev, const char *during, char *cause);
 /* Compare the outputs with ev->ref_host and the inputs with ev->in_hash;
  * leaves no expected value on the device. */
-int	evaluate_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause);
+int	verdict_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause);
 /*
  * The check from comparison slots and input hashes already on the host:
  * cmp per output, hash (after the call) against hash_before, per input.
@@ -626,12 +662,25 @@ int	evaluate_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_c
  * value from `expected` on the device (NULL: ev->ref_host or the test
  * case).  0, or -errno with *ret_cause (a CUDA failure).
  */
-int	evaluate_check_read(struct evaluate *ev, const struct helpers_cmp *cmp,
+int	verdict_check_read(struct evaluate *ev, const struct helpers_cmp *cmp,
 	    const uint64_t *hash, const uint64_t *hash_before, const struct device_buf *expected,
 	    struct evaluate_check *ret, char **ret_cause);
 /* "output 'out' is wrong at index ..." for a failed check. */
-void	evaluate_check_message(struct evaluate *ev, const struct evaluate_check *c,
+void	verdict_check_message(struct evaluate *ev, const struct evaluate_check *c,
 	    char *buf, size_t len);
+/* A failed check becomes the verdict: REWARD_HACK for an input changed
+ * with right outputs, else CORRECTNESS_ERROR; `when` names the call. */
+void	verdict_check_failed(struct evaluate *ev, const struct evaluate_check *c,
+	    const char *when);
+/* Append correctness trial t's row (its seed, init, size set, outcome) to
+ * ev->trials. */
+void	verdict_trial_json(struct evaluate *ev, size_t t, size_t init, uint64_t seed,
+	    const struct evaluate_check *c);
+/* The job's result object from its verdict, trials and `timing` (merged
+ * in, may be NULL). */
+json_t	*verdict_result(struct evaluate *ev, json_t *timing);
+
+/* ==== end of verdict.c ==== */
 
 /* ==== timing.c: the timed calls ==== */
 
@@ -643,7 +692,7 @@ void	evaluate_check_message(struct evaluate *ev, const struct evaluate_check *c,
  */
 int	timing_run(struct evaluate *ev, json_t *result, char **ret_cause);
 
-/* ==== end of evaluate.c and timing.c ==== */
+/* ==== end of timing.c ==== */
 
 /* ==== profdata.c: attributing and adding up kernel activity (no CUDA) ====
  *
@@ -787,7 +836,7 @@ int	profdata_detect(const struct profdata *pd, struct detect_profile *ret);
  * without it (or where it fails its self-test) reports
  * metadata.profiling = "unavailable: <why>" and times with events alone.
  * Every function here is a no-op when profiling is not available, so the
- * hooks in timing.c and evaluate.c need no conditions.  Ownership: the
+ * hooks in timing.c, evaluate.c and verdict.c need no conditions.  Ownership: the
  * profile of the current job lives until the next profile_job_reset();
  * profile_calls() lends it.
  *
@@ -855,7 +904,7 @@ void	profile_result(json_t *result);
  * outside the timed stream or after the end event, events vs CUPTI vs the
  * host's clock), and the problem's own health (degenerate outputs, a
  * non-deterministic reference), plus a repeat of the candidate's first
- * trial.  Hack verdicts go through evaluate_verdict() ("REWARD_HACK",
+ * trial.  Hack verdicts go through verdict_record() ("REWARD_HACK",
  * ev->hack = {kind, detail}); problem flags and detector statuses go into
  * result.metadata (detect_result()).  Ownership: detect_begin() makes
  * ev->det, detect_end() frees it (NULL is a no-op); the rest borrow.

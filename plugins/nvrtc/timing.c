@@ -102,7 +102,7 @@ timing_failure(struct evaluate *ev, bool sol_queued, const char *when, char *cau
 {
 	if (sol_queued && nvcu.cuCtxSynchronize() != CUDA_SUCCESS)
 		ev->running = &ev->sol;
-	evaluate_cuda_failure(ev, when, cause);
+	verdict_cuda_failure(ev, when, cause);
 }
 
 /*
@@ -123,25 +123,25 @@ timing_wrong(struct evaluate *ev, struct timing_verify *v, const char *when,
 
 	for (o = 0; o < no; o++)
 		mismatch |= cmp[o].mismatches != 0;
-	if (mismatch && (evaluate_prepare_reference(ev, &cause) < 0 ||
-	    evaluate_launch(ev, &ev->ref, &cause) < 0)) {
-		evaluate_cuda_failure(ev, when, cause);
+	if (mismatch && (call_prepare_reference(ev, &cause) < 0 ||
+	    call_launch(ev, &ev->ref, &cause) < 0)) {
+		verdict_cuda_failure(ev, when, cause);
 		return;
 	}
-	if (evaluate_check_read(ev, cmp, after, fresh, mismatch ? ev->expect : NULL, &c,
+	if (verdict_check_read(ev, cmp, after, fresh, mismatch ? ev->expect : NULL, &c,
 	    &cause) < 0) {
-		evaluate_cuda_failure(ev, when, cause);
+		verdict_cuda_failure(ev, when, cause);
 		return;
 	}
 	ev->running = NULL;
 	for (o = 0; mismatch && o < no; o++)
 		if (device_zero(ev->expect[o].ptr, ev->expect[o].bytes, &cause) < 0 ||
 		    (o + 1 == no && device_sync(NULL, &cause) < 0)) {
-			evaluate_cuda_failure(ev, when, cause);
+			verdict_cuda_failure(ev, when, cause);
 			return;
 		}
-	evaluate_check_message(ev, &c, msg, sizeof msg);
-	evaluate_verdict(ev, false, "REWARD_HACK", "%s (in %s; every call of the timing phase "
+	verdict_check_message(ev, &c, msg, sizeof msg);
+	verdict_record(ev, false, "REWARD_HACK", "%s (in %s; every call of the timing phase "
 	    "is checked, and the correctness trials passed)", msg, when);
 	json_decref(ev->hack);
 	ev->hack = json_pack("{s:s, s:s, s:s}", "kind", c.mismatches == 0 ? "input_mutation" :
@@ -205,7 +205,7 @@ timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, 
 	CUresult rc;
 
 	/* 1. */
-	if (evaluate_prepare_call(ev, seed, init, false, &cause) < 0 ||
+	if (call_prepare(ev, seed, init, false, &cause) < 0 ||
 	    device_flush_l2(flush, (uint32_t)seed, &cause) < 0)
 		goto fail;
 	/* profile.c: the plan's launches from here are this call's. */
@@ -213,7 +213,7 @@ timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, 
 	if (timing_record(nvdev.events[ev->sol.ev_start], &cause) < 0)
 		goto fail;
 	queued = true;
-	if (evaluate_launch(ev, &ev->sol, &cause) < 0 ||
+	if (call_launch(ev, &ev->sol, &cause) < 0 ||
 	    timing_record(nvdev.events[ev->sol.ev_end], &cause) < 0)
 		goto fail;
 	/* While the plan (most likely) runs: the clock it runs at. */
@@ -221,9 +221,9 @@ timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, 
 		mhz = 0;
 	profile_call_queued();
 	/* 2. */
-	if (evaluate_hash_inputs(ev, after, &cause) < 0 ||
-	    evaluate_prepare_reference(ev, &cause) < 0 ||
-	    evaluate_hash_inputs(ev, fresh, &cause) < 0)
+	if (call_hash_inputs(ev, after, &cause) < 0 ||
+	    call_prepare_reference(ev, &cause) < 0 ||
+	    call_hash_inputs(ev, fresh, &cause) < 0)
 		goto fail;
 	/* 3. */
 	if (ev->has_ref) {
@@ -231,7 +231,7 @@ timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, 
 			goto fail;
 		profile_call_begin(PROFILE_REFERENCE);
 		if (timing_record(nvdev.events[ev->ref.ev_start], &cause) < 0 ||
-		    evaluate_launch(ev, &ev->ref, &cause) < 0 ||
+		    call_launch(ev, &ev->ref, &cause) < 0 ||
 		    timing_record(nvdev.events[ev->ref.ev_end], &cause) < 0)
 			goto fail;
 		profile_call_queued();
@@ -299,12 +299,12 @@ timing_reset_state(struct evaluate *ev, const char *when)
 	char *cause = NULL;
 
 	if ((old = calloc(n, sizeof *old)) == NULL) {
-		evaluate_verdict(ev, true, "SYSTEM_ERROR", "out of memory");
+		verdict_record(ev, true, "SYSTEM_ERROR", "out of memory");
 		return;
 	}
 	memcpy(old, ev->sol.fn, n * sizeof *old);
 	if (device_sync(NULL, &cause) < 0 || bind_reload(ev, &ev->sol, &cause) < 0)
-		evaluate_cuda_failure(ev, when, cause);
+		verdict_cuda_failure(ev, when, cause);
 	else
 		profile_reloaded(&ev->sol, old);	/* profile.c: the same kernels */
 	free(old);
@@ -411,7 +411,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 		nvrtc_host->phase("timing");
 	t0 = timing_now_ms();
 	if ((error = device_buf_alloc((size_t)nvdev.l2_bytes * 2, &flush, &cause)) < 0) {
-		evaluate_verdict(ev, true, error == -ENOMEM ? "RESOURCE_ERROR" : "SYSTEM_ERROR",
+		verdict_record(ev, true, error == -ENOMEM ? "RESOURCE_ERROR" : "SYSTEM_ERROR",
 		    "timing: the L2 flush buffer: %s", cause != NULL ? cause : "failed");
 		free(cause);
 		return 0;
@@ -419,7 +419,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 	/* Every round's results: one slot per output, two hashes per input. */
 	if ((error = device_buf_alloc(ev->sev->noutputs * sizeof(struct helpers_cmp) +
 	    2 * ev->sev->ninputs * sizeof(uint64_t), &verify.slots, &cause)) < 0) {
-		evaluate_verdict(ev, true, error == -ENOMEM ? "RESOURCE_ERROR" : "SYSTEM_ERROR",
+		verdict_record(ev, true, error == -ENOMEM ? "RESOURCE_ERROR" : "SYSTEM_ERROR",
 		    "timing: the check slots: %s", cause != NULL ? cause : "failed");
 		free(cause);
 		device_buf_free(&flush);
@@ -438,7 +438,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 		bind_outputs(ev, &ev->ref, ev->expect);
 	/* No slot holds a stale count (without a reference they stay zero). */
 	if (device_zero(verify.slots.ptr, verify.slots.bytes, &cause) < 0)
-		evaluate_cuda_failure(ev, "the timing setup", cause);
+		verdict_cuda_failure(ev, "the timing setup", cause);
 	profile_job_begin(ev);			/* profile.c: CUPTI per call from here */
 	/* Nothing the correctness trials left in __device__ state is kept. */
 	if (ev->code == NULL)

@@ -677,6 +677,8 @@ test_job(void **state)
 {
 	json_t *req, *res = NULL, *u;
 	unsigned char *cubin;
+	const char *key;
+	char first_key[65];
 	size_t len;
 	char *cause = NULL, text[4096], *src;
 	json_t *jsrc;
@@ -707,11 +709,17 @@ test_job(void **state)
 	assert_true(json_is_number(json_object_get(u, "compile_ms")));
 	assert_true(json_is_array(json_object_get(u, "kernels")));
 	assert_true(json_is_string(json_object_get(u, "log")));
-	assert_int_equal(compile_b64_decode(json_string_value(json_object_get(u, "cubin_b64")),
-	    &cubin, &len), 0);
+	/* In the cache, which the evaluate worker reads: the key, not the bytes. */
+	assert_null(json_object_get(u, "cubin_b64"));
+	key = json_string_value(json_object_get(u, "cubin_key"));
+	assert_non_null(key);
+	assert_int_equal(strlen(key), 64);
+	if (compile_cache_load(cache_dir, key, &cubin, &len, &cause) != 0)
+		fail_msg("compile_cache_load: %s", cause);
 	assert_true(len > 64);
 	assert_memory_equal(cubin, "\177ELF", 4);
 	free(cubin);
+	snprintf(first_key, sizeof first_key, "%s", key);
 
 	u = json_array_get(json_object_get(res, "units"), 1);
 	assert_string_equal(json_string_value(json_object_get(u, "name")), "solution");
@@ -725,6 +733,19 @@ test_job(void **state)
 	assert_int_equal(compile_job(req, &res, &cause), 0);
 	u = json_array_get(json_object_get(res, "units"), 0);
 	assert_true(json_is_true(json_object_get(u, "cache_hit")));
+	assert_string_equal(json_string_value(json_object_get(u, "cubin_key")), first_key);
+	json_decref(res);
+
+	/* No cache: the cubin travels by value. */
+	json_object_del(req, "cache_dir");
+	res = NULL;
+	assert_int_equal(compile_job(req, &res, &cause), 0);
+	u = json_array_get(json_object_get(res, "units"), 0);
+	assert_null(json_object_get(u, "cubin_key"));
+	assert_int_equal(compile_b64_decode(json_string_value(json_object_get(u, "cubin_b64")),
+	    &cubin, &len), 0);
+	assert_memory_equal(cubin, "\177ELF", 4);
+	free(cubin);
 	json_decref(res);
 	json_decref(req);
 }

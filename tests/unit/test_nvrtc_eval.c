@@ -2,8 +2,9 @@
  * test_nvrtc_eval.c -- unit tests of the nvrtc backend's GPU side without a
  * GPU: host element conversions (values.c), timing statistics (stats.c),
  * the trusted helper kernels compiling with NVRTC (helpers.c), and the
- * whole "evaluate" job (evaluate.c, bind.c, timing.c, device.c) against a
- * fake CUDA driver made of host memory (fake_cuda.c), whose "kernels" are
+ * whole "evaluate" job (evaluate.c, call.c, verdict.c, bind.c, timing.c,
+ * device.c) against a fake CUDA driver made of host memory (fake_cuda.c),
+ * whose "kernels" are
  * C functions: right, wrong at one element, half-written, input-mutating,
  * crashing, right only for their first calls, and right only at the size
  * they hard-code (caught by problems with several size sets).
@@ -26,6 +27,8 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <openssl/evp.h>
+#include <unistd.h>
 
 #include "nvrtc_internal.h"
 #include "fake_cuda.h"
@@ -1101,6 +1104,125 @@ test_eval_simple_needs_reference(void **state)
 	json_decref(res);
 }
 
+/* ---------------------------------------------- cubins by cache key */
+
+/* A cache entry as compile.c writes one: the cubin, then its SHA-256. */
+static void
+write_cache_entry(const char *dir, const char *key, const char *cubin, size_t len)
+{
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	char path[512];
+	FILE *f;
+
+	assert_int_equal(EVP_Digest(cubin, len, md, &mdlen, EVP_sha256(), NULL), 1);
+	snprintf(path, sizeof path, "%s/%s.cubin", dir, key);
+	assert_non_null(f = fopen(path, "wb"));
+	assert_int_equal(fwrite(cubin, 1, len, f), len);
+	assert_int_equal(fwrite(md, 1, sizeof md, f), sizeof md);
+	assert_int_equal(fclose(f), 0);
+}
+
+static json_t *
+request_by_key(const char *dir, const char *key)
+{
+	json_t *req = request("vadd", 1000);
+
+	json_object_del(req, "reference_cubin_b64");
+	json_object_del(req, "solution_cubin_b64");
+	json_object_set_new(req, "cache_dir", json_string(dir));
+	json_object_set_new(req, "reference_cubin_key", json_string(key));
+	json_object_set_new(req, "solution_cubin_key", json_string(key));
+	return req;
+}
+
+/*
+ * The compile job's cubins come by their key in the shared compile cache,
+ * which the evaluate worker reads itself; a key whose file is gone is a
+ * SYSTEM_ERROR verdict naming which (the workflow forgets a reference key
+ * it kept), a key that is no key an error of the request.
+ */
+static void
+test_eval_cubin_by_key(void **state)
+{
+	static const char cubin[] = "\177ELF fake cubin";
+	static const char key[] =
+	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	char dir[] = "/tmp/kgym-test-cache-XXXXXX", path[512], *cause = NULL;
+	json_t *res, *req;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	write_cache_entry(dir, key, cubin, sizeof cubin - 1);
+	res = run(request_by_key(dir, key));
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	json_decref(res);
+
+	snprintf(path, sizeof path, "%s/%s.cubin", dir, key);
+	assert_int_equal(unlink(path), 0);
+	res = run(request_by_key(dir, key));
+	assert_string_equal(str(res, "status"), "failed");
+	assert_string_equal(str(res, "error_code"), "SYSTEM_ERROR");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(res, "metadata"),
+	    "cubin_missing")), "reference");
+	json_decref(res);
+
+	/* A damaged entry (its digest does not match) is a missing one. */
+	write_cache_entry(dir, key, cubin, sizeof cubin - 1);
+	assert_non_null(req = request_by_key(dir, key));
+	{
+		FILE *f = fopen(path, "r+b");
+
+		assert_non_null(f);
+		assert_int_equal(fseek(f, 5, SEEK_SET), 0);
+		assert_int_equal(fputc('X', f), 'X');
+		assert_int_equal(fclose(f), 0);
+	}
+	res = run(req);
+	assert_string_equal(str(res, "error_code"), "SYSTEM_ERROR");
+	json_decref(res);
+	unlink(path);
+
+	req = request_by_key(dir, "../../etc/passwd");
+	assert_int_equal(evaluate_job(req, &res, &cause), -EINVAL);
+	assert_non_null(strstr(cause, "not a cache key"));
+	free(cause);
+	json_decref(req);
+	rmdir(dir);
+}
+
+/* The worker parses the payload under the limits the workflow accepted it
+ * with (request.limits), not spec.h's defaults. */
+static void
+test_eval_limits_handed_on(void **state)
+{
+	json_t *req, *res;
+	char *cause = NULL;
+
+	(void)state;
+	req = request("vadd", 1000);
+	json_object_set_new(req, "limits", json_pack("{s:i}", "max_source_bytes", 2));
+	res = run(req);
+	assert_string_equal(str(res, "error_code"), "VALIDATION_ERROR");
+	if (strstr(str(res, "error_message"), "source") == NULL)
+		fail_msg("%s", str(res, "error_message"));
+	json_decref(res);
+
+	req = request("vadd", 1000);
+	json_object_set_new(req, "limits", json_pack("{s:i}", "max_source_bytes", 100000));
+	res = run(req);
+	assert_true(json_is_true(json_object_get(res, "correctness")));
+	json_decref(res);
+
+	req = request("vadd", 1000);
+	json_object_set_new(req, "limits", json_pack("{s:s}", "max_tensor_bytes", "big"));
+	assert_int_equal(evaluate_job(req, &res, &cause), -EINVAL);
+	assert_non_null(strstr(cause, "limits.max_tensor_bytes"));
+	free(cause);
+	json_decref(req);
+}
+
 int
 main(void)
 {
@@ -1147,6 +1269,8 @@ main(void)
 		cmocka_unit_test(test_eval_simple_size_sets),
 		cmocka_unit_test(test_eval_simple_needs_reference),
 		cmocka_unit_test(test_eval_simple_hidden_trials),
+		cmocka_unit_test(test_eval_cubin_by_key),
+		cmocka_unit_test(test_eval_limits_handed_on),
 	};
 	int failed;
 

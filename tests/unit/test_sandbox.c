@@ -1217,6 +1217,7 @@ main(void)
 		cmocka_unit_test(test_landlock_outside),
 		cmocka_unit_test(test_landlock_tcp),
 		cmocka_unit_test(test_landlock_signal_scope),
+		cmocka_unit_test(test_landlock_thread),
 		cmocka_unit_test(test_rlimits),
 		cmocka_unit_test(test_memory_limit),
 		cmocka_unit_test(test_file_size_limit),

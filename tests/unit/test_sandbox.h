@@ -76,4 +76,7 @@ void	test_exec_unlisted(void **state);
 void	test_exec_profile_limits(void **state);
 void	test_exec_profile_needs_landlock(void **state);
 
+/* test_sandbox_thread.c: one thread narrowed (sandbox_landlock_thread()). */
+void	test_landlock_thread(void **state);
+
 #endif /* KGYM_TEST_SANDBOX_H */
