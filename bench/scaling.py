@@ -28,7 +28,7 @@ pipeline full) -- or ends at the last, if the batch runs out first -- then
 what is left is cancelled; --full waits for the whole batch instead and
 counts it from submission to the last result.  Per GPU
 (metadata.gpu_index, which kgymd adds to every result of a GPU job): tasks,
-and busy share = the jobs' time in the worker (metadata.evaluate_job_ms for
+and busy share = the jobs' time in the worker (metadata.gpu_job_ms for
 native tasks, backend_ms for Triton ones) over the window times the GPU's
 worker slots, counting the tasks of the window.  The ratio is tasks/minute
 over one GPU's.
@@ -127,7 +127,7 @@ def make_tasks(args, kind, n, tag):
 
 def busy_ms(kind, r):
     m = r.get("metadata") or {}
-    v = m.get("evaluate_job_ms") if kind == "native" else m.get("backend_ms")
+    v = m.get("gpu_job_ms", m.get("evaluate_job_ms")) if kind == "native" else m.get("backend_ms")
     if v is None and kind.startswith("dry-"):
         v = DRY_HOLD_MS           # a stand-in's job: its hold of the GPU
     return v if isinstance(v, (int, float)) else 0.0
@@ -312,7 +312,7 @@ def report(args, rows, rep, counts, have, device):
                 r["kind"], r["gpus"], r["unnamed"]))
     table(["kind", "GPUs", "submitted", "counted", "window s", "tasks/min", "vs 1 GPU", "goal",
            "per GPU: tasks/busy share", "verdicts"], out)
-    print("\nbusy share: the jobs' time in the worker (native: evaluate_job_ms; Triton: backend_ms) over the "
+    print("\nbusy share: the jobs' time in the worker (native: gpu_job_ms; Triton: backend_ms) over the "
           "window times the GPU's worker slots.")
     if rep:
         print("\nRepeatability: examples/native %s-%s (%d copies per GPU, on %d GPUs at once)" % (

@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nvrtc_internal.h"
 
@@ -624,12 +625,23 @@ free_cubins:
 	return error;
 }
 
+/* CLOCK_MONOTONIC in milliseconds. */
+static double
+evaluate_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 int
 evaluate_job(const json_t *request, json_t **ret_result, char **ret_cause)
 {
 	struct evaluate ev;
 	const char *mode = json_string_value(json_object_get(request, "mode"));
-	json_t *timing = NULL, *result;
+	json_t *timing = NULL, *result, *meta;
+	double t0 = evaluate_now_ms();
 	int error;
 
 	if (!nvdev.ready)
@@ -673,6 +685,11 @@ evaluate_job(const json_t *request, json_t **ret_result, char **ret_cause)
 	result = verdict_result(&ev, timing);
 	if (result != NULL)
 		detect_result(&ev, result);	/* [detect] flags into metadata */
+	/* The job's own time in the GPU worker, from the request to the
+	 * verdict: what the GPU slot was busy with (the daemon's
+	 * evaluate_job_ms also holds the wait for a free slot). */
+	if (result != NULL && json_is_object(meta = json_object_get(result, "metadata")))
+		json_object_set_new(meta, "gpu_job_ms", json_real(evaluate_now_ms() - t0));
 	json_decref(timing);
 	evaluate_free(&ev);
 	if (result == NULL)

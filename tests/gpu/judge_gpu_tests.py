@@ -11,7 +11,9 @@ checks, `kgym_harness.py --once --no-static-checks`, device cuda):
                              outputs); correct and fast fails the test
                              (the mutant py_clock_before_clone)
 
-Builds nothing (KGYM_BUILDDIR, default ./build, for the sandbox library).
+Builds nothing (KGYM_BUILDDIR, default ./build, for the sandbox library);
+the harness runs under KGYM_PYTHON (default /opt/torch/.venv/bin/python3
+where it exists, else /usr/bin/python3).
 Without a GPU, torch or the sandbox library it reports SKIP (exit 77).
 """
 import os
@@ -20,6 +22,10 @@ import sys
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "integration"))
 os.environ.setdefault("KGYM_BUILDDIR", os.path.abspath(os.path.join(here, "..", "..", "build")))
+# The harness's interpreter: one with torch (the GPU machine's system
+# python3 has none; /opt/torch/.venv's has), unless KGYM_PYTHON names one.
+if "KGYM_PYTHON" not in os.environ and os.path.exists("/opt/torch/.venv/bin/python3"):
+    os.environ["KGYM_PYTHON"] = "/opt/torch/.venv/bin/python3"
 import kgymtest as k  # noqa: E402
 import test_python as tp  # noqa: E402
 

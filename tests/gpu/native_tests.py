@@ -237,7 +237,7 @@ def simple(d):
              'extern "C" __global__ void relu(const float *x, float *y, int n)\n'
              '{\n\tint i = blockIdx.x * blockDim.x + threadIdx.x;\n\n'
              '\tif (i < n)\n\t\ty[i] = table[i];\n}\n'
-             % ", ".join("%.9gf" % max(v, 0.0) for v in xs))
+             % ", ".join("%.9ef" % max(v, 0.0) for v in xs))   # "0f" is no float literal
     with_ref = dict(base, test_cases=[ok_case])
     with_ref["problem"] = dict(base["problem"], reference={"source": src,
                                                            "launch": base["solution"]["launch"]})

@@ -331,6 +331,9 @@ test_eval_correct(void **state)
 	assert_string_equal(str(res, "status"), "completed");
 	assert_null(json_object_get(res, "error_code"));
 	assert_null(json_object_get(res, "recycle_worker"));
+	/* The job's own time in the worker (bench/scaling.py's busy share). */
+	assert_true(json_is_real(json_object_get(json_object_get(res, "metadata"), "gpu_job_ms")));
+	assert_true(json_real_value(json_object_get(json_object_get(res, "metadata"), "gpu_job_ms")) > 0.0);
 	trials = json_object_get(res, "correctness_trials");
 	assert_int_equal(json_array_size(trials), 5);
 	for (i = 0; i < 5; i++) {
