@@ -88,8 +88,6 @@ struct control_parse {
 	uint64_t t0;
 };
 
-static struct offload *control_parser;	/* started at the first long line */
-
 static struct evconnlistener *control_listener;
 static char *control_path;
 static TAILQ_HEAD(, conn) control_conns = TAILQ_HEAD_INITIALIZER(control_conns);
@@ -102,12 +100,19 @@ static int control_spare_fd = -1;	/* given up to accept and refuse at EMFILE */
 
 static void control_process(struct conn *conn);
 static void control_send(struct conn *conn, const json_t *reply);
+static void control_send_line(struct conn *conn, const char *line, size_t len);
 static void control_resume(struct conn *conn);
 
 static void
 control_peer_send(struct peer *peer, const json_t *msg)
 {
 	control_send(control_conn_of(peer), msg);
+}
+
+static void
+control_peer_send_line(struct peer *peer, const char *line, size_t len)
+{
+	control_send_line(control_conn_of(peer), line, len);
 }
 
 static void
@@ -118,6 +123,7 @@ control_peer_resume(struct peer *peer)
 
 static const struct peer_transport control_transport = {
 	.send = control_peer_send,
+	.send_line = control_peer_send_line,
 	.resume = control_peer_resume,
 };
 
@@ -223,16 +229,13 @@ control_idle(evutil_socket_t fd, short what, void *arg)
 	control_conn_free(conn);
 }
 
+/* Queue an encoded line (len bytes ending in '\n'); not if the client is too slow. */
 static void
-control_send(struct conn *conn, const json_t *reply)
+control_send_line(struct conn *conn, const char *line, size_t len)
 {
 	struct evbuffer *out;
-	size_t len;
-	char *line;
 
-	if (conn == NULL || reply == NULL)
-		return;
-	if (conn->dropped || conn->peer.gone)
+	if (conn == NULL || line == NULL || conn->dropped || conn->peer.gone)
 		return;
 	out = bufferevent_get_output(conn->bev);
 	if (evbuffer_get_length(out) > kgymd_config->max_reply_backlog) {
@@ -251,11 +254,22 @@ control_send(struct conn *conn, const json_t *reply)
 		event_active(conn->reap_ev, 0, 0);
 		return;
 	}
+	evbuffer_add(out, line, len);
+}
+
+static void
+control_send(struct conn *conn, const json_t *reply)
+{
+	size_t len;
+	char *line;
+
+	if (conn == NULL || reply == NULL || conn->dropped || conn->peer.gone)
+		return;
 	if ((line = proto_encode(reply, &len)) == NULL) {
 		log_warnx("connection %llu: cannot encode a reply", (unsigned long long)conn->serial);
 		return;
 	}
-	evbuffer_add(out, line, len);
+	control_send_line(conn, line, len);
 	free(line);
 }
 
@@ -330,9 +344,6 @@ control_parse_later(struct conn *conn, char *line, size_t len, uint64_t t0)
 {
 	struct control_parse *p;
 
-	if (control_parser == NULL &&
-	    (control_parser = offload_new("kgymd-parser", offload_run_each, NULL)) == NULL)
-		return false;
 	if ((p = calloc(1, sizeof *p)) == NULL)
 		return false;
 	p->conn = conn;
@@ -343,7 +354,11 @@ control_parse_later(struct conn *conn, char *line, size_t len, uint64_t t0)
 	p->job.done = control_parse_done;
 	p->job.arg = p;
 	conn->parsing = p;
-	offload_submit(control_parser, &p->job);
+	if (!offload_parser_submit(&p->job)) {
+		conn->parsing = NULL;
+		free(p);
+		return false;
+	}
 	return true;
 }
 
@@ -885,8 +900,7 @@ control_free_all(void)
 
 	control_close();
 	/* Lines still being parsed are answered (or dropped) first. */
-	offload_free(control_parser);
-	control_parser = NULL;
+	offload_parser_free();
 	while ((conn = TAILQ_FIRST(&control_conns)) != NULL)
 		control_conn_free(conn);
 }

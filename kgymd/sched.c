@@ -905,7 +905,7 @@ sched_flush(evutil_socket_t fd, short what, void *arg)
 		    json_object_get(task->result, "error_code")));
 		en->t[i].message = sched_strdup_or_null(json_string_value(
 		    json_object_get(task->result, "error_message")));
-		en->t[i].text = json_dumps(task->result, JSON_COMPACT);
+		en->t[i].result = json_incref(task->result);	/* encoded by the backend */
 		en->t[i].attempt = task->attempt;
 		en->n = ++i;
 	}

@@ -127,7 +127,11 @@ task_id_generate(char *buf, size_t len)
 		return -ENOSPC;
 	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
 		return -errno;
-	for (i = 0; i < sizeof r; i++)
-		snprintf(buf + 2 * i, 3, "%02x", r[i]);
+	/* Not snprintf: a 1,000-task submit made 16,000 calls of it. */
+	for (i = 0; i < sizeof r; i++) {
+		buf[2 * i] = "0123456789abcdef"[r[i] >> 4];
+		buf[2 * i + 1] = "0123456789abcdef"[r[i] & 0xf];
+	}
+	buf[2 * sizeof r] = '\0';
 	return 0;
 }
