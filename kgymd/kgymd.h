@@ -772,6 +772,8 @@ size_t	wait_count(void);
  */
 
 int	control_listen(const char *path, int mode, char **ret_cause);
+/* control_socket.c: the listening socket at path (a stale one replaced). */
+int	ctlsock_bind(const char *path, int mode, int *ret_fd, char **ret_cause);
 /* Adopt a socket passed by systemd (LISTEN_FDS). */
 int	control_adopt(int fd, char **ret_cause);
 void	control_close(void);		/* stop accepting */
