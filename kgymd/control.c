@@ -826,6 +826,12 @@ control_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
 	}
 	if ((conn = control_conn_new(fd, &cred, false)) == NULL)
 		return;
+	/*
+	 * A client's new bytes before the loop's other work (kgymd.h); what is
+	 * left of a pipelining client's lines after its turn waits with the rest
+	 * (resume_ev has the default priority), so clients cannot starve it.
+	 */
+	bufferevent_priority_set(conn->bev, KGYMD_PRIO_CLIENT);
 	/* Stop reading once one unfinished line has passed the limit. */
 	bufferevent_setwatermark(conn->bev, EV_READ, 0, kgymd_config->max_request_bytes + 2);
 	bufferevent_enable(conn->bev, EV_READ | EV_WRITE);
