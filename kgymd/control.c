@@ -62,6 +62,7 @@ struct conn {
 	bool half_closed;
 	bool peer_eof;			/* the client stopped sending; close once answered */
 	bool dropped;			/* too slow a reader: being freed by reap_ev */
+	bool throttled;			/* lines left after its turn: not read until they are answered */
 	struct event *reap_ev;		/* frees the connection from its own event */
 	struct event *resume_ev;	/* the next buffered line, on the next loop turn */
 	struct event *idle_ev;		/* idle_timeout */
@@ -88,7 +89,6 @@ struct control_parse {
 };
 
 static void control_parse_discard(struct control_parse *);
-
 static struct evconnlistener *control_listener;
 static char *control_path;
 static TAILQ_HEAD(, conn) control_conns = TAILQ_HEAD_INITIALIZER(control_conns);
@@ -524,6 +524,26 @@ control_parse_ahead(struct conn *conn)
 }
 
 /*
+ * A client whose lines outlast its turn is not read until they are answered:
+ * clients' sockets have the loop's higher priority (kgymd.h), and one that
+ * pipelines without end would be read on every turn while the loop's other
+ * work (slices, the writer's completions) waited.  Its buffered lines are
+ * answered from resume_ev, at that work's priority, a turn at a time.
+ */
+static void
+control_throttle(struct conn *conn, bool on)
+{
+	if (on == conn->throttled)
+		return;
+	conn->throttled = on;
+	if (on)
+		bufferevent_disable(conn->bev, EV_READ);
+	else if (!conn->peer_eof && !conn->peer.gone && !conn->linger && !conn->closing &&
+	    !conn->dropped)
+		bufferevent_enable(conn->bev, EV_READ);
+}
+
+/*
  * Answer buffered lines for at most CONTROL_TURN_US, then come back on the
  * next loop turn for the rest: a client that pipelines thousands of
  * requests takes its turn with the others instead of holding the loop, and
@@ -582,8 +602,10 @@ control_process(struct conn *conn)
 			return;
 		if (stats_now_us() - t0 >= CONTROL_TURN_US) {
 			/* Our turn is over; the others' sockets first. */
-			if (evbuffer_get_length(in) > 0)
+			if (evbuffer_get_length(in) > 0) {
+				control_throttle(conn, true);
 				control_later(conn);
+			}
 			return;
 		}
 	}
@@ -605,6 +627,8 @@ control_process(struct conn *conn)
 		    "unfinished requests; send again later", kgymd_config->max_input_bytes);
 		control_refuse_conn(conn, "busy", msg);
 	} else {
+		/* Every complete line answered: read on. */
+		control_throttle(conn, false);
 		/* A client that stopped sending will never finish this line. */
 		if (conn->peer_eof || conn->peer.gone) {
 			evbuffer_drain(in, evbuffer_get_length(in));
