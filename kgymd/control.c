@@ -62,7 +62,6 @@ struct conn {
 	bool half_closed;
 	bool peer_eof;			/* the client stopped sending; close once answered */
 	bool dropped;			/* too slow a reader: being freed by reap_ev */
-	bool throttled;			/* lines left after its turn: not read until they are answered */
 	struct event *reap_ev;		/* frees the connection from its own event */
 	struct event *resume_ev;	/* the next buffered line, on the next loop turn */
 	struct event *idle_ev;		/* idle_timeout */
@@ -89,6 +88,7 @@ struct control_parse {
 };
 
 static void control_parse_discard(struct control_parse *);
+
 static struct evconnlistener *control_listener;
 static char *control_path;
 static TAILQ_HEAD(, conn) control_conns = TAILQ_HEAD_INITIALIZER(control_conns);
@@ -524,26 +524,6 @@ control_parse_ahead(struct conn *conn)
 }
 
 /*
- * A client whose lines outlast its turn is not read until they are answered:
- * clients' sockets have the loop's higher priority (kgymd.h), and one that
- * pipelines without end would be read on every turn while the loop's other
- * work (slices, the writer's completions) waited.  Its buffered lines are
- * answered from resume_ev, at that work's priority, a turn at a time.
- */
-static void
-control_throttle(struct conn *conn, bool on)
-{
-	if (on == conn->throttled)
-		return;
-	conn->throttled = on;
-	if (on)
-		bufferevent_disable(conn->bev, EV_READ);
-	else if (!conn->peer_eof && !conn->peer.gone && !conn->linger && !conn->closing &&
-	    !conn->dropped)
-		bufferevent_enable(conn->bev, EV_READ);
-}
-
-/*
  * Answer buffered lines for at most CONTROL_TURN_US, then come back on the
  * next loop turn for the rest: a client that pipelines thousands of
  * requests takes its turn with the others instead of holding the loop, and
@@ -602,10 +582,8 @@ control_process(struct conn *conn)
 			return;
 		if (stats_now_us() - t0 >= CONTROL_TURN_US) {
 			/* Our turn is over; the others' sockets first. */
-			if (evbuffer_get_length(in) > 0) {
-				control_throttle(conn, true);
+			if (evbuffer_get_length(in) > 0)
 				control_later(conn);
-			}
 			return;
 		}
 	}
@@ -627,8 +605,6 @@ control_process(struct conn *conn)
 		    "unfinished requests; send again later", kgymd_config->max_input_bytes);
 		control_refuse_conn(conn, "busy", msg);
 	} else {
-		/* Every complete line answered: read on. */
-		control_throttle(conn, false);
 		/* A client that stopped sending will never finish this line. */
 		if (conn->peer_eof || conn->peer.gone) {
 			evbuffer_drain(in, evbuffer_get_length(in));
@@ -850,12 +826,6 @@ control_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa
 	}
 	if ((conn = control_conn_new(fd, &cred, false)) == NULL)
 		return;
-	/*
-	 * A client's new bytes before the loop's other work (kgymd.h); what is
-	 * left of a pipelining client's lines after its turn waits with the rest
-	 * (resume_ev has the default priority), so clients cannot starve it.
-	 */
-	bufferevent_priority_set(conn->bev, KGYMD_PRIO_CLIENT);
 	/* Stop reading once one unfinished line has passed the limit. */
 	bufferevent_setwatermark(conn->bev, EV_READ, 0, kgymd_config->max_request_bytes + 2);
 	bufferevent_enable(conn->bev, EV_READ | EV_WRITE);

@@ -944,16 +944,6 @@ void	notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Process-wide state, set up in main(). */
 
 extern struct event_base *kgymd_base;
-/*
- * The loop's two priorities.  Clients' sockets come first: a status request
- * that arrives while submits, dispatch and completions are worked off in
- * slices is read after the slice in progress, not after every slice queued
- * for this turn of the loop.  Everything else (timers, slices, the threads'
- * completions, workers) is KGYMD_PRIO_WORK, libevent's default.
- */
-#define KGYMD_PRIO_CLIENT	0
-#define KGYMD_PRIO_WORK		1
-#define KGYMD_PRIOS		2
 extern struct config *kgymd_config;
 extern struct store *kgymd_store;
 /* The copy of the start-up configuration that workers read. */

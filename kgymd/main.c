@@ -311,27 +311,6 @@ kgymd_listen(void)
 	log_info("listening on %s", kgymd_config->socket);
 }
 
-/*
- * The loop, with KGYMD_PRIOS priorities.  After KGYMD_DISPATCH_US of
- * KGYMD_PRIO_WORK callbacks libevent polls again, so a client's line
- * that arrived meanwhile is answered before the rest of them.
- */
-#define KGYMD_DISPATCH_US	100
-
-static void
-kgymd_new_base(void)
-{
-	struct timeval tv = { 0, KGYMD_DISPATCH_US };
-	struct event_config *cfg;
-
-	if ((cfg = event_config_new()) == NULL ||
-	    event_config_set_max_dispatch_interval(cfg, &tv, -1, KGYMD_PRIO_WORK) < 0 ||
-	    (kgymd_base = event_base_new_with_config(cfg)) == NULL ||
-	    event_base_priority_init(kgymd_base, KGYMD_PRIOS) < 0)
-		fatalx("cannot create the event loop");
-	event_config_free(cfg);
-}
-
 int
 main(int argc, char **argv)
 {
@@ -397,7 +376,8 @@ main(int argc, char **argv)
 		log_warn("prctl(PR_SET_DUMPABLE)");
 
 	kgymd_raise_nofile();
-	kgymd_new_base();
+	if ((kgymd_base = event_base_new()) == NULL)
+		fatalx("cannot create the event loop");
 	stats_init();
 	sched_init();
 	plugin_load_all(kgymd_config->plugin_dir, host_table());
