@@ -46,6 +46,8 @@ struct queue_mark {
 	enum task_state state;		/* ended: the terminal state */
 	char *code, *message, *text;	/* ended: error and result JSON text */
 	json_t *result;			/* ended: the result, when text is still to be made */
+	bool want_payload;		/* running: read and parse its payload too */
+	json_t *payload;		/* running: that payload (owned), NULL if none came */
 	struct task *task;		/* the scheduler's (ended: kept until done) */
 	int error;			/* this task's */
 	bool lost;			/* another node's result stands: see state/canon */

@@ -279,6 +279,43 @@ def test_pipelined_big_submits_keep_order():
         d.cleanup()
 
 
+def test_uncached_payloads_run_as_sent():
+    """Payloads past the scheduler's 4 MiB cache are read and parsed with the running
+    mark (off the loop): each task still runs with its own payload."""
+    d = k.Daemon(kgymd_conf="max_running_tasks = 1")
+    try:
+        d.start()
+        d.request({"op": "submit", "task": dict(k.selftest_task(60000, task_id="block"),
+                                                payload={"action": "ok", "delay_ms": 60000,
+                                                         "in_daemon": True})})
+        actions = ["ok", "fail", "incorrect"]
+        ids = []
+        for b in range(3):
+            tasks = []
+            for j in range(4):
+                i = 4 * b + j
+                ids.append("u%d" % i)
+                tasks.append({"task_id": "u%d" % i, "workflow": "selftest",
+                              "payload": {"action": actions[i % 3], "delay_ms": i,
+                                          "in_daemon": True, "pad": "x" * 400000}})
+            r = d.request({"op": "submit", "tasks": tasks})
+            k.check(r["ok"] and len(r["accepted"]) == 4, r)
+        d.request({"op": "cancel", "task_id": "block"})
+        events, final = d.client.collect_wait(d.client.send({"op": "wait", "task_ids": ids,
+                                                             "timeout_ms": 30000}))
+        k.check(len(events) == 12, (len(events), final))
+        for e in events:
+            i = int(e["task_id"][1:])
+            res, meta = e["result"], e["result"].get("metadata", {})
+            if actions[i % 3] == "fail":
+                k.check(res.get("error_code") == "RUNTIME_ERROR", (e["task_id"], res))
+            else:
+                k.check(meta.get("action") == actions[i % 3] and meta.get("delay_ms") == i,
+                        (e["task_id"], res))
+    finally:
+        d.cleanup()
+
+
 if __name__ == "__main__":
     k.run([test_hello_health_plugins_stats_workers, test_submit_status_result_list,
            test_submit_batch_with_wait, test_idempotent_submit, test_cancel_queued_and_running,
@@ -286,4 +323,5 @@ if __name__ == "__main__":
            test_sigterm_requeues_running_and_restart_finishes,
            test_sigterm_lets_running_work_finish, test_cancel_during_shutdown_grace,
            test_half_closed_client_still_answered,
-           test_sighup_reload, test_pipelined_big_submits_keep_order])
+           test_sighup_reload, test_pipelined_big_submits_keep_order,
+           test_uncached_payloads_run_as_sent])
