@@ -17,8 +17,6 @@
 
 #include <sys/socket.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +68,7 @@ struct conn {
 	size_t in_counted;		/* its input bytes counted in max_input_bytes */
 	size_t scanned;			/* input bytes known to hold no newline */
 	struct control_parse *parsing;	/* a long line being parsed off the loop */
+	struct control_parse *ready;	/* parsed ahead: answered after the pending submit */
 	TAILQ_ENTRY(conn) entry;
 };
 
@@ -88,7 +87,7 @@ struct control_parse {
 	uint64_t t0;
 };
 
-static struct offload *control_parser;	/* started at the first long line */
+static void control_parse_discard(struct control_parse *);
 
 static struct evconnlistener *control_listener;
 static char *control_path;
@@ -102,12 +101,19 @@ static int control_spare_fd = -1;	/* given up to accept and refuse at EMFILE */
 
 static void control_process(struct conn *conn);
 static void control_send(struct conn *conn, const json_t *reply);
+static void control_send_line(struct conn *conn, const char *line, size_t len);
 static void control_resume(struct conn *conn);
 
 static void
 control_peer_send(struct peer *peer, const json_t *msg)
 {
 	control_send(control_conn_of(peer), msg);
+}
+
+static void
+control_peer_send_line(struct peer *peer, const char *line, size_t len)
+{
+	control_send_line(control_conn_of(peer), line, len);
 }
 
 static void
@@ -118,6 +124,7 @@ control_peer_resume(struct peer *peer)
 
 static const struct peer_transport control_transport = {
 	.send = control_peer_send,
+	.send_line = control_peer_send_line,
 	.resume = control_peer_resume,
 };
 
@@ -151,6 +158,8 @@ control_conn_free(struct conn *conn)
 {
 	if (conn->parsing != NULL)
 		conn->parsing->conn = NULL;	/* its done() frees it */
+	control_parse_discard(conn->ready);
+	conn->ready = NULL;
 	if (conn->reap_ev != NULL)
 		event_free(conn->reap_ev);
 	if (conn->resume_ev != NULL)
@@ -214,7 +223,8 @@ control_idle(evutil_socket_t fd, short what, void *arg)
 		control_conn_free(conn);
 		return;
 	}
-	if (conn->peer.nwaiters > 0 || conn->peer.pending != NULL || conn->parsing != NULL) {
+	if (conn->peer.nwaiters > 0 || conn->peer.pending != NULL || conn->parsing != NULL ||
+	    conn->ready != NULL) {
 		control_idle_arm(conn);
 		return;
 	}
@@ -223,16 +233,13 @@ control_idle(evutil_socket_t fd, short what, void *arg)
 	control_conn_free(conn);
 }
 
+/* Queue an encoded line (len bytes ending in '\n'); not if the client is too slow. */
 static void
-control_send(struct conn *conn, const json_t *reply)
+control_send_line(struct conn *conn, const char *line, size_t len)
 {
 	struct evbuffer *out;
-	size_t len;
-	char *line;
 
-	if (conn == NULL || reply == NULL)
-		return;
-	if (conn->dropped || conn->peer.gone)
+	if (conn == NULL || line == NULL || conn->dropped || conn->peer.gone)
 		return;
 	out = bufferevent_get_output(conn->bev);
 	if (evbuffer_get_length(out) > kgymd_config->max_reply_backlog) {
@@ -251,11 +258,22 @@ control_send(struct conn *conn, const json_t *reply)
 		event_active(conn->reap_ev, 0, 0);
 		return;
 	}
+	evbuffer_add(out, line, len);
+}
+
+static void
+control_send(struct conn *conn, const json_t *reply)
+{
+	size_t len;
+	char *line;
+
+	if (conn == NULL || reply == NULL || conn->dropped || conn->peer.gone)
+		return;
 	if ((line = proto_encode(reply, &len)) == NULL) {
 		log_warnx("connection %llu: cannot encode a reply", (unsigned long long)conn->serial);
 		return;
 	}
-	evbuffer_add(out, line, len);
+	control_send_line(conn, line, len);
 	free(line);
 }
 
@@ -303,25 +321,45 @@ control_parse_run(void *arg)
 }
 
 static void
+control_parse_discard(struct control_parse *p)
+{
+	if (p == NULL)
+		return;
+	if (p->rc == 0)
+		proto_request_clear(&p->req);
+	json_decref(p->id);
+	free(p);
+}
+
+/* Answer a line the parser thread is done with. */
+static void
+control_parse_answer(struct conn *conn, struct control_parse *p)
+{
+	control_handle_parsed(conn, p->rc, &p->req, p->id, &p->err, p->t0);
+	/* A big line's parse trees leave freed memory behind: give it back. */
+	if (p->len >= CONTROL_TRIM_BYTES)
+		malloc_trim(0);
+	free(p);
+}
+
+static void
 control_parse_done(void *arg)
 {
 	struct control_parse *p = arg;
 	struct conn *conn = p->conn;
 
 	if (conn == NULL) {
-		if (p->rc == 0)
-			proto_request_clear(&p->req);
-		json_decref(p->id);
-	} else {
-		conn->parsing = NULL;
-		control_handle_parsed(conn, p->rc, &p->req, p->id, &p->err, p->t0);
+		control_parse_discard(p);
+		return;
 	}
-	/* A big line's parse trees leave freed memory behind: give it back. */
-	if (p->len >= CONTROL_TRIM_BYTES)
-		malloc_trim(0);
-	free(p);
-	if (conn != NULL)
-		control_resume(conn);
+	conn->parsing = NULL;
+	if (conn->peer.pending != NULL) {
+		/* Parsed ahead: its turn comes when the submit before it is answered. */
+		conn->ready = p;
+		return;
+	}
+	control_parse_answer(conn, p);
+	control_resume(conn);
 }
 
 /* Hand a long line (owned) to the parser thread; false: parse it here. */
@@ -330,9 +368,6 @@ control_parse_later(struct conn *conn, char *line, size_t len, uint64_t t0)
 {
 	struct control_parse *p;
 
-	if (control_parser == NULL &&
-	    (control_parser = offload_new("kgymd-parser", offload_run_each, NULL)) == NULL)
-		return false;
 	if ((p = calloc(1, sizeof *p)) == NULL)
 		return false;
 	p->conn = conn;
@@ -343,7 +378,11 @@ control_parse_later(struct conn *conn, char *line, size_t len, uint64_t t0)
 	p->job.done = control_parse_done;
 	p->job.arg = p;
 	conn->parsing = p;
-	offload_submit(control_parser, &p->job);
+	if (!offload_parser_submit(&p->job)) {
+		conn->parsing = NULL;
+		free(p);
+		return false;
+	}
 	return true;
 }
 
@@ -396,7 +435,8 @@ control_linger(struct conn *conn)
 static bool
 control_busy(struct conn *conn)
 {
-	return conn->peer.pending != NULL || conn->parsing != NULL || conn->peer.nwaiters > 0 ||
+	return conn->peer.pending != NULL || conn->parsing != NULL || conn->ready != NULL ||
+	    conn->peer.nwaiters > 0 ||
 	    evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0 ||
 	    evbuffer_get_length(bufferevent_get_input(conn->bev)) > 0;
 }
@@ -418,7 +458,7 @@ control_finish_if_done(struct conn *conn)
  * piece.
  */
 static char *
-control_next_line(struct conn *conn, size_t *ret_len, bool *ret_too_long)
+control_next_line(struct conn *conn, size_t min, size_t *ret_len, bool *ret_too_long)
 {
 	struct evbuffer *in = bufferevent_get_input(conn->bev);
 	struct evbuffer_ptr from, eol;
@@ -441,6 +481,8 @@ control_next_line(struct conn *conn, size_t *ret_len, bool *ret_too_long)
 		*ret_too_long = true;
 		return NULL;
 	}
+	if ((size_t)eol.pos < min)
+		return NULL;	/* left in the buffer */
 	if ((line = malloc((size_t)eol.pos + 1)) == NULL)
 		return NULL;
 	evbuffer_remove(in, line, (size_t)eol.pos);
@@ -448,6 +490,37 @@ control_next_line(struct conn *conn, size_t *ret_len, bool *ret_too_long)
 	line[eol.pos] = '\0';
 	*ret_len = (size_t)eol.pos;
 	return line;
+}
+
+/*
+ * While a submit is being stored, the parser thread may already parse the
+ * next long line of the same client: a client that pipelines big submits
+ * then pays for parsing and storing side by side, not one after the other.
+ * The line is answered only after the submit before it, so replies keep
+ * their order.  Short lines wait in the buffer as before.
+ */
+static void
+control_parse_ahead(struct conn *conn)
+{
+	size_t len = 0, n;
+	bool too_long;
+	char *line;
+
+	if (conn->parsing != NULL || conn->ready != NULL || conn->linger || conn->closing)
+		return;
+	line = control_next_line(conn, CONTROL_OFFLOAD_BYTES, &len, &too_long);
+	if (line == NULL)
+		return;
+	n = len;
+	if (line[len - 1] == '\r')
+		len--;
+	if (!control_parse_later(conn, line, len, stats_now_us())) {
+		/* No thread for it: the line goes back to wait its turn. */
+		evbuffer_prepend(bufferevent_get_input(conn->bev), "\n", 1);
+		evbuffer_prepend(bufferevent_get_input(conn->bev), line, n);
+		free(line);
+	}
+	control_account(conn);
 }
 
 /*
@@ -471,9 +544,28 @@ control_process(struct conn *conn)
 		control_account(conn);
 		return;
 	}
-	if (conn->peer.pending != NULL || conn->parsing != NULL)
+	if (conn->parsing != NULL)
+		return;		/* control_parse_done() brings us back */
+	if (conn->peer.pending != NULL) {
+		control_parse_ahead(conn);
 		return;		/* control_resume() brings us back */
-	while ((line = control_next_line(conn, &len, &too_long)) != NULL) {
+	}
+	if (conn->ready != NULL) {
+		struct control_parse *p = conn->ready;
+
+		conn->ready = NULL;
+		control_parse_answer(conn, p);
+		control_idle_arm(conn);
+		if (control_finish_if_done(conn))
+			return;
+		if (conn->peer.pending != NULL) {
+			control_parse_ahead(conn);
+			return;
+		}
+		if (conn->linger)
+			return;
+	}
+	while ((line = control_next_line(conn, 0, &len, &too_long)) != NULL) {
 		control_handle_line(conn, line, len);
 		/* A big line's parse trees leave freed memory behind: give it back. */
 		if (len >= CONTROL_TRIM_BYTES)
@@ -482,7 +574,11 @@ control_process(struct conn *conn)
 		control_account(conn);
 		if (control_finish_if_done(conn))
 			return;
-		if (conn->peer.pending != NULL || conn->parsing != NULL || conn->linger)
+		if (conn->peer.pending != NULL) {
+			control_parse_ahead(conn);
+			return;
+		}
+		if (conn->parsing != NULL || conn->linger)
 			return;
 		if (stats_now_us() - t0 >= CONTROL_TURN_US) {
 			/* Our turn is over; the others' sockets first. */
@@ -785,66 +881,18 @@ control_start(int fd, char **ret_cause)
 	return 0;
 }
 
-/* Is a live daemon answering on `path`?  Then we must not steal its socket. */
-static bool
-control_path_live(const struct sockaddr_un *sun)
-{
-	int fd, live;
-
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		return false;
-	live = connect(fd, (const struct sockaddr *)sun, sizeof *sun) == 0;
-	close(fd);
-	return live;
-}
-
 int
 control_listen(const char *path, int mode, char **ret_cause)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	struct stat st;
-	mode_t old;
 	int fd, error;
 
-	if (strlen(path) >= sizeof sun.sun_path) {
-		if (asprintf(ret_cause, "%s: socket path too long", path) < 0)
-			*ret_cause = NULL;
-		return -ENAMETOOLONG;
-	}
-	memcpy(sun.sun_path, path, strlen(path) + 1);
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			if (asprintf(ret_cause, "%s exists and is not a socket", path) < 0)
-				*ret_cause = NULL;
-			return -EEXIST;
-		}
-		if (control_path_live(&sun)) {
-			if (asprintf(ret_cause, "%s: another kgymd is already listening", path) < 0)
-				*ret_cause = NULL;
-			return -EADDRINUSE;
-		}
-		unlink(path);	/* a stale socket of a crashed daemon */
-	}
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
-		goto fail;
-	/* Create the socket with no access, then open it up to `mode`. */
-	old = umask(0777);
-	error = bind(fd, (struct sockaddr *)&sun, sizeof sun);
-	umask(old);
-	if (error < 0 || chmod(path, (mode_t)mode) < 0 || listen(fd, 512) < 0) {
-		error = -errno;
+	if ((error = ctlsock_bind(path, mode, &fd, ret_cause)) < 0)
+		return error;
+	if ((control_path = strdup(path)) == NULL) {
 		close(fd);
-		errno = -error;
-		goto fail;
-	}
-	if ((control_path = strdup(path)) == NULL)
 		return -ENOMEM;
+	}
 	return control_start(fd, ret_cause);
-fail:
-	error = -errno;
-	if (asprintf(ret_cause, "%s: %s", path, strerror(errno)) < 0)
-		*ret_cause = NULL;
-	return error;
 }
 
 int
@@ -885,8 +933,7 @@ control_free_all(void)
 
 	control_close();
 	/* Lines still being parsed are answered (or dropped) first. */
-	offload_free(control_parser);
-	control_parser = NULL;
+	offload_parser_free();
 	while ((conn = TAILQ_FIRST(&control_conns)) != NULL)
 		control_conn_free(conn);
 }

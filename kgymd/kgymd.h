@@ -575,6 +575,13 @@ struct offload *offload_new(const char *name,
 /* Each job's run(), one after the other: a run_group for independent jobs. */
 void	offload_run_each(struct offload_job *first, void *ctx);
 void	offload_submit(struct offload *o, struct offload_job *job);
+/*
+ * The "kgymd-parser" thread, started at its first job: control.c parses
+ * long lines there, ops.c encodes big submit replies and frees their
+ * trees there.  false: no thread could be started (do the work here).
+ */
+bool	offload_parser_submit(struct offload_job *job);
+void	offload_parser_free(void);
 /* Wait until every job is done and its done() has run. */
 void	offload_sync(struct offload *o);
 /* offload_sync(), then end the thread. */
@@ -698,6 +705,8 @@ struct peer;
 struct peer_transport {
 	/* Queue one reply or event line for the peer (does not steal). */
 	void	(*send)(struct peer *peer, const json_t *msg);
+	/* The same, already encoded (proto_encode): len bytes ending in '\n'. */
+	void	(*send_line)(struct peer *peer, const char *line, size_t len);
 	/* A request spread over loop turns has ended: take the peer's next one. */
 	void	(*resume)(struct peer *peer);
 };
@@ -719,6 +728,7 @@ struct peer {
 void	peer_init(struct peer *peer, const struct peer_transport *transport);
 /* Queue one line for the peer (does not steal); nothing once it is gone. */
 void	peer_send(struct peer *peer, const json_t *msg);
+void	peer_send_line(struct peer *peer, const char *line, size_t len);
 void	peer_resume(struct peer *peer);
 /* The transport lets go of the peer: its request in progress and its waiters go. */
 void	peer_release(struct peer *peer);
@@ -762,6 +772,8 @@ size_t	wait_count(void);
  */
 
 int	control_listen(const char *path, int mode, char **ret_cause);
+/* control_socket.c: the listening socket at path (a stale one replaced). */
+int	ctlsock_bind(const char *path, int mode, int *ret_fd, char **ret_cause);
 /* Adopt a socket passed by systemd (LISTEN_FDS). */
 int	control_adopt(int fd, char **ret_cause);
 void	control_close(void);		/* stop accepting */

@@ -209,3 +209,23 @@ offload_free(struct offload *o)
 	free(o->name);
 	free(o);
 }
+
+/* One thread for parsing and encoding: see offload_parser_submit(). */
+static struct offload *offload_parser;
+
+bool
+offload_parser_submit(struct offload_job *job)
+{
+	if (offload_parser == NULL &&
+	    (offload_parser = offload_new("kgymd-parser", offload_run_each, NULL)) == NULL)
+		return false;
+	offload_submit(offload_parser, job);
+	return true;
+}
+
+void
+offload_parser_free(void)
+{
+	offload_free(offload_parser);
+	offload_parser = NULL;
+}

@@ -33,6 +33,14 @@ peer_send(struct peer *peer, const json_t *msg)
 }
 
 void
+peer_send_line(struct peer *peer, const char *line, size_t len)
+{
+	if (peer->gone)
+		return;
+	peer->transport->send_line(peer, line, len);
+}
+
+void
 peer_resume(struct peer *peer)
 {
 	peer->transport->resume(peer);

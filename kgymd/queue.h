@@ -45,6 +45,9 @@ struct queue_mark {
 	int attempt;
 	enum task_state state;		/* ended: the terminal state */
 	char *code, *message, *text;	/* ended: error and result JSON text */
+	json_t *result;			/* ended: the result, when text is still to be made */
+	bool want_payload;		/* running: read and parse its payload too */
+	json_t *payload;		/* running: that payload (owned), NULL if none came */
 	struct task *task;		/* the scheduler's (ended: kept until done) */
 	int error;			/* this task's */
 	bool lost;			/* another node's result stands: see state/canon */
@@ -118,6 +121,8 @@ struct queue_task *queue_batch_add(struct queue_batch *b);
 void	queue_batch_clear(struct queue_batch *b);
 struct queue_marks *queue_marks_new(size_t n);
 void	queue_marks_free(struct queue_marks *m);
+/* The result's text of an ended task, made from its tree on first use (any thread). */
+const char *queue_mark_text(struct queue_mark *t);
 
 /* queue_sqlite.c's pieces that queue_redis.c builds on. */
 int	queue_sqlite_open(const char *state_dir, bool recover_here, char **ret_cause);

@@ -458,7 +458,7 @@ qr_finish_send(struct queue_marks *m)
 		error = error ?: cluster_argv_fmt(&a, "%d", (int)m->t[i].state);
 		error = error ?: cluster_argv_str(&a, m->t[i].code);
 		error = error ?: cluster_argv_str(&a, m->t[i].message);
-		error = error ?: cluster_argv_str(&a, m->t[i].text);
+		error = error ?: cluster_argv_str(&a, queue_mark_text(&m->t[i]));
 	}
 	if (error < 0 || cluster_eval(cluster_lua_finish, &a, qr_finish_reply, m) < 0) {
 		if (error < 0)

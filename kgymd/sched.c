@@ -493,9 +493,13 @@ sched_uncache(struct task *task)
 	task->payload_cached = 0;
 }
 
-/* Resolve the workflow and load the payload (a read on the loop's connection). */
+/*
+ * Resolve the workflow and load the payload (a read on the loop's
+ * connection).  With `later`, a payload that is not kept is left to the
+ * running mark's job (the writer's thread), and *ret_later says so.
+ */
 static int
-sched_prepare(struct task *task, char **ret_cause)
+sched_prepare(struct task *task, bool later, bool *ret_later, char **ret_cause)
 {
 	json_error_t jerr;
 	char *payload = NULL;
@@ -520,6 +524,11 @@ sched_prepare(struct task *task, char **ret_cause)
 		    task->workflow) < 0)
 			*ret_cause = NULL;
 		return -ENOENT;
+	}
+	if (later) {
+		*ret_later = true;
+		task->attempt++;
+		return 0;
 	}
 	if ((error = queue->get_payload(task->id, &payload)) < 0) {
 		*ret_cause = strdup("the task store could not read the task's payload");
@@ -591,6 +600,35 @@ sched_pop(void)
 }
 
 /*
+ * The payload the running mark's job read and parsed; if none came, the
+ * loop reads it after all (and fails the task if it cannot).
+ */
+static int
+sched_payload_arrived(struct task *task, struct queue_mark *m)
+{
+	json_error_t jerr;
+	char *payload = NULL;
+	const char *why = NULL;
+
+	json_decref(task->payload);
+	if ((task->payload = m->payload) != NULL) {
+		m->payload = NULL;
+		return 0;
+	}
+	if (queue->get_payload(task->id, &payload) < 0)
+		why = "the task store could not read the task's payload";
+	else if ((task->payload = payload != NULL ? json_loads(payload, 0, &jerr) : NULL) == NULL)
+		why = "the stored payload is not valid JSON";
+	free(payload);
+	if (why == NULL)
+		return 0;
+	log_warnx("task %s: %s", task->id, why);
+	task->wf = NULL;	/* no plugin work to cancel */
+	sched_fail(task, TASK_FAILED, "SYSTEM_ERROR", "%s", why);
+	return -EINVAL;
+}
+
+/*
  * The tasks of one dispatch pass are marked running by the queue backend
  * in one job.  A task starts only once its running mark is committed, so
  * its attempt counts across a crash.  The marks name tasks by id, and the
@@ -622,6 +660,8 @@ sched_starting_step(void *arg, uint64_t deadline)
 			    "the task store could not mark the task running");
 			continue;
 		}
+		if (st->t[i].want_payload && sched_payload_arrived(task, &st->t[i]) < 0)
+			continue;
 		sched_start(task);
 	}
 	queue_marks_free(st);
@@ -646,6 +686,7 @@ sched_dispatch(evutil_socket_t fd, short what, void *arg)
 	struct task *task;
 	uint64_t t0 = stats_now_us();
 	size_t room, n = 0;
+	bool later;
 	char *cause;
 
 	if (sched_is_paused)
@@ -671,7 +712,8 @@ sched_dispatch(evutil_socket_t fd, short what, void *arg)
 		task->started_us = stats_now_us();
 		TAILQ_INSERT_TAIL(&sched_running_list, task, entry);
 		sched_nrunning++;
-		if (sched_prepare(task, &cause) < 0) {
+		later = false;
+		if (sched_prepare(task, !task->marked, &later, &cause) < 0) {
 			log_warnx("task %s: %s", task->id, cause ? cause : "cannot start");
 			task->wf = NULL;	/* no plugin work to cancel */
 			sched_fail(task, TASK_FAILED, "SYSTEM_ERROR", "%s",
@@ -684,6 +726,7 @@ sched_dispatch(evutil_socket_t fd, short what, void *arg)
 			task->starting = true;
 			snprintf(st->t[n].id, sizeof st->t[n].id, "%s", task->id);
 			st->t[n].attempt = task->attempt;
+			st->t[n].want_payload = later;
 			n++;
 		}
 		if (stats_now_us() - t0 >= SCHED_SLICE_US)
@@ -905,7 +948,7 @@ sched_flush(evutil_socket_t fd, short what, void *arg)
 		    json_object_get(task->result, "error_code")));
 		en->t[i].message = sched_strdup_or_null(json_string_value(
 		    json_object_get(task->result, "error_message")));
-		en->t[i].text = json_dumps(task->result, JSON_COMPACT);
+		en->t[i].result = json_incref(task->result);	/* encoded by the backend */
 		en->t[i].attempt = task->attempt;
 		en->n = ++i;
 	}

@@ -36,7 +36,7 @@
 
 #include "kgymd.h"
 
-#define STORE_SCHEMA_VERSION	2
+#define STORE_SCHEMA_VERSION	3
 #define STORE_BUSY_TIMEOUT_MS	5000
 /* Shrink the WAL back to this after a checkpoint (a big batch grows it). */
 #define STORE_WAL_LIMIT_BYTES	(64 * 1024 * 1024)
@@ -55,6 +55,21 @@ _Static_assert(TASK_QUEUED == 0 && TASK_RUNNING == 1 && TASK_COMPLETED == 2 &&
 	"CREATE INDEX IF NOT EXISTS tasks_owner_seq ON tasks (owner, seq);"
 
 /*
+ * A task's payload (a candidate's source, tens of KiB) has a table of its
+ * own, keyed by the task's seq and written once: SQLite rewrites a whole
+ * row, overflow pages included, on every UPDATE, and a task's row is
+ * updated twice more (running, ended).  With the payload in the row, an
+ * 8 KiB task cost three 8 KiB writes to the WAL and three to the database
+ * (measured: bench/control's 8 KiB phase spent most of its time in the
+ * writer).  The trigger keeps the two tables in step on every delete.
+ */
+#define STORE_PAYLOADS \
+	"CREATE TABLE IF NOT EXISTS payloads (" \
+	" seq INTEGER PRIMARY KEY, payload TEXT NOT NULL);" \
+	"CREATE TRIGGER IF NOT EXISTS tasks_payload_gone AFTER DELETE ON tasks" \
+	" BEGIN DELETE FROM payloads WHERE seq = old.seq; END;"
+
+/*
  * Terminal rows are those with state >= 2; the partial index and prune
  * spell the condition the same way so that SQLite may use the index.
  */
@@ -67,7 +82,6 @@ static const char store_schema[] =
 	" state INTEGER NOT NULL,"
 	" timeout_s REAL NOT NULL DEFAULT 0,"
 	" gpu_memory_bytes INTEGER NOT NULL DEFAULT 0,"
-	" payload TEXT,"
 	" attempt INTEGER NOT NULL DEFAULT 0,"
 	" created_ms INTEGER NOT NULL DEFAULT 0,"
 	" started_ms INTEGER NOT NULL DEFAULT 0,"
@@ -79,7 +93,8 @@ static const char store_schema[] =
 	"CREATE INDEX IF NOT EXISTS tasks_state_seq ON tasks (state, seq);"
 	"CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (finished_ms)"
 	" WHERE state >= 2;"
-	STORE_OWNER_INDEXES;
+	STORE_OWNER_INDEXES
+	STORE_PAYLOADS;
 
 /*
  * Version 2 adds the owner (kgymd-protocol(7), "Ownership") and the indexes
@@ -90,6 +105,16 @@ static const char store_migrate_v1[] =
 	"ALTER TABLE tasks ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
 	STORE_OWNER_INDEXES;
 
+/*
+ * Version 3 moves payloads to their own table (STORE_PAYLOADS).  The old
+ * column stays, emptied: no statement reads it.
+ */
+static const char store_migrate_v2[] =
+	STORE_PAYLOADS
+	"INSERT INTO payloads (seq, payload)"
+	" SELECT seq, payload FROM tasks WHERE payload IS NOT NULL;"
+	"UPDATE tasks SET payload = NULL WHERE payload IS NOT NULL;";
+
 /* Column order of every SELECT that fills a struct store_row. */
 enum store_col {
 	COL_SEQ, COL_ID, COL_WORKFLOW, COL_PRIORITY, COL_STATE, COL_TIMEOUT,
@@ -97,8 +122,11 @@ enum store_col {
 	COL_ERROR_CODE, COL_ERROR_MESSAGE, COL_RESULT, COL_OWNER
 };
 
+#define STORE_PAYLOAD_OF_ROW \
+	"(SELECT payload FROM payloads WHERE payloads.seq = tasks.seq)"
 #define STORE_COLS_FULL \
-	"seq, id, workflow, priority, state, timeout_s, gpu_memory_bytes, payload," \
+	"seq, id, workflow, priority, state, timeout_s, gpu_memory_bytes," \
+	" " STORE_PAYLOAD_OF_ROW "," \
 	" attempt," \
 	" created_ms, started_ms, finished_ms, error_code, error_message, result, owner"
 /* Listings leave the two big texts out. */
@@ -109,7 +137,7 @@ enum store_col {
 
 enum store_sql {
 	SQL_BEGIN, SQL_COMMIT, SQL_ROLLBACK,
-	SQL_INSERT, SQL_GET, SQL_STATE, SQL_PAYLOAD,
+	SQL_INSERT, SQL_INSERT_PAYLOAD, SQL_GET, SQL_STATE, SQL_PAYLOAD,
 	SQL_RUNNING, SQL_QUEUED, SQL_DONE,
 	SQL_STALE, SQL_FAIL_STALE, SQL_REQUEUE, SQL_SCAN_QUEUED,
 	SQL_LIST_ALL, SQL_LIST_STATE, SQL_LIST_OWNER, SQL_LIST_OWNER_STATE,
@@ -123,17 +151,19 @@ static const char *const store_sql_text[SQL__COUNT] = {
 	[SQL_COMMIT] = "COMMIT",
 	[SQL_ROLLBACK] = "ROLLBACK",
 	[SQL_INSERT] = "INSERT INTO tasks (id, workflow, priority, state,"
-	    " timeout_s, payload, attempt, created_ms, started_ms, finished_ms,"
+	    " timeout_s, attempt, created_ms, started_ms, finished_ms,"
 	    " error_code, error_message, result, gpu_memory_bytes, owner)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
-	    " ?15)",
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+	    " ?14)",
+	[SQL_INSERT_PAYLOAD] = "INSERT INTO payloads (seq, payload) VALUES (?1, ?2)",
 	[SQL_GET] = "SELECT " STORE_COLS_FULL " FROM tasks WHERE id = ?1",
 	[SQL_STATE] = "SELECT state FROM tasks WHERE id = ?1",
-	[SQL_PAYLOAD] = "SELECT payload FROM tasks WHERE id = ?1",
+	[SQL_PAYLOAD] = "SELECT " STORE_PAYLOAD_OF_ROW " FROM tasks WHERE id = ?1",
 	/* A terminal row is final: no statement below may bring it back. */
 	/* RETURNING: the dispatcher needs the payload; one statement, not two. */
 	[SQL_RUNNING] = "UPDATE tasks SET state = 1, attempt = ?2,"
-	    " started_ms = ?3 WHERE id = ?1 AND state IN (0, 1) RETURNING payload",
+	    " started_ms = ?3 WHERE id = ?1 AND state IN (0, 1)"
+	    " RETURNING " STORE_PAYLOAD_OF_ROW,
 	[SQL_QUEUED] = "UPDATE tasks SET state = 0"
 	    " WHERE id = ?1 AND state IN (0, 1)",
 	[SQL_DONE] = "UPDATE tasks SET state = ?2, error_code = ?3,"
@@ -542,14 +572,17 @@ store_check_schema(struct store *store, char **ret_cause)
 		err = -EPROTONOSUPPORT;
 		goto rollback;
 	}
-	if (version == 1) {
+	if (version == 1 || version == 2) {
 		snprintf(sql, sizeof sql, "PRAGMA user_version = %d",
 		    STORE_SCHEMA_VERSION);
-		if ((err = store_exec_sql(store, store_migrate_v1, ret_cause)) != 0 ||
+		if ((version == 1 &&
+		    (err = store_exec_sql(store, store_migrate_v1, ret_cause)) != 0) ||
+		    (err = store_exec_sql(store, store_migrate_v2, ret_cause)) != 0 ||
 		    (err = store_exec_sql(store, sql, ret_cause)) != 0)
 			goto rollback;
-		log_info("store %s: schema version 1 upgraded to %d (task owners)",
-		    store->path, STORE_SCHEMA_VERSION);
+		log_info("store %s: schema version %lld upgraded to %d (%spayloads in a "
+		    "table of their own)", store->path, (long long)version,
+		    STORE_SCHEMA_VERSION, version == 1 ? "task owners, " : "");
 	} else if (version < STORE_SCHEMA_VERSION) {
 		snprintf(sql, sizeof sql, "PRAGMA user_version = %d",
 		    STORE_SCHEMA_VERSION);
@@ -692,6 +725,7 @@ store_insert(struct store *store, const struct store_row *row, int64_t *ret_seq)
 {
 	sqlite3_stmt *st = store->sql[SQL_INSERT];
 	int rc = SQLITE_OK, err;
+	int64_t seq;
 
 	if (row->id == NULL || (int)row->prio < 0 || row->prio >= PRIO__COUNT ||
 	    (int)row->state < 0 || row->state >= TASK__STATE_COUNT)
@@ -701,22 +735,31 @@ store_insert(struct store *store, const struct store_row *row, int64_t *ret_seq)
 	store_bind_int64(st, 3, row->prio, &rc);
 	store_bind_int64(st, 4, row->state, &rc);
 	store_bind_double(st, 5, row->timeout_s, &rc);
-	store_bind_text(st, 6, row->payload, &rc);
-	store_bind_int64(st, 7, row->attempt, &rc);
-	store_bind_int64(st, 8, row->created_ms, &rc);
-	store_bind_int64(st, 9, row->started_ms, &rc);
-	store_bind_int64(st, 10, row->finished_ms, &rc);
-	store_bind_text(st, 11, row->error_code, &rc);
-	store_bind_text(st, 12, row->error_message, &rc);
-	store_bind_text(st, 13, row->result, &rc);
-	store_bind_int64(st, 14, row->gpu_memory_bytes, &rc);
-	store_bind_text(st, 15, row->owner != NULL ? row->owner : "", &rc);
+	store_bind_int64(st, 6, row->attempt, &rc);
+	store_bind_int64(st, 7, row->created_ms, &rc);
+	store_bind_int64(st, 8, row->started_ms, &rc);
+	store_bind_int64(st, 9, row->finished_ms, &rc);
+	store_bind_text(st, 10, row->error_code, &rc);
+	store_bind_text(st, 11, row->error_message, &rc);
+	store_bind_text(st, 12, row->result, &rc);
+	store_bind_int64(st, 13, row->gpu_memory_bytes, &rc);
+	store_bind_text(st, 14, row->owner != NULL ? row->owner : "", &rc);
 	if (rc != SQLITE_OK)
 		return store_bind_failed(store, st, rc, "insert");
 	if ((err = store_step_done(store, st, "insert")) != 0)
 		return err;
+	seq = sqlite3_last_insert_rowid(store->db);
+	if (row->payload != NULL) {
+		st = store->sql[SQL_INSERT_PAYLOAD];
+		store_bind_int64(st, 1, seq, &rc);
+		store_bind_text(st, 2, row->payload, &rc);
+		if (rc != SQLITE_OK)
+			return store_bind_failed(store, st, rc, "insert payload");
+		if ((err = store_step_done(store, st, "insert payload")) != 0)
+			return err;
+	}
 	if (ret_seq != NULL)
-		*ret_seq = sqlite3_last_insert_rowid(store->db);
+		*ret_seq = seq;
 	return 0;
 }
 

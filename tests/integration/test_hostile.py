@@ -336,7 +336,54 @@ def test_tasks_are_private_to_their_uid():
             nb.close()
 
 
+def test_pipelining_without_end_does_not_starve_others():
+    """Two clients that pipeline health requests without end must still leave the
+    loop time to store, run and report another client's tasks.  (A try that put
+    clients' sockets before the loop's other work starved it: the tasks never
+    ended within 60 s.)"""
+    import threading
+    with k.Daemon() as d:
+        stop = threading.Event()
+
+        def flood():
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(d.socket)
+            burst = b'{"v":1,"id":1,"op":"health"}\n' * 2000
+
+            def drain():
+                while not stop.is_set():
+                    try:
+                        if not s.recv(1 << 20):
+                            return
+                    except OSError:
+                        return
+            threading.Thread(target=drain, daemon=True).start()
+            while not stop.is_set():
+                try:
+                    s.sendall(burst)
+                except OSError:
+                    return
+            s.close()
+        floods = [threading.Thread(target=flood, daemon=True) for _ in range(2)]
+        for t in floods:
+            t.start()
+        try:
+            time.sleep(0.5)
+            c = d.connect()
+            c.sock.settimeout(60)
+            t0 = time.time()
+            req = c.send({"op": "submit", "wait": True,
+                          "tasks": [k.selftest_task(0) for _ in range(500)]})
+            events, final = c.collect_wait(req)
+            took = time.time() - t0
+            k.check(len(events) == 500 and final.get("done"), (len(events), final))
+            k.check(took < 30, "500 tasks took %.1f s beside the flood" % took)
+        finally:
+            stop.set()
+
+
 if __name__ == "__main__":
     k.run([test_no_lock_out, test_half_closed_client_still_answered, test_input_budget,
            test_big_submit_does_not_hold_the_loop, test_list_pages,
-           test_tasks_are_private_to_their_uid])
+           test_tasks_are_private_to_their_uid,
+           test_pipelining_without_end_does_not_starve_others])

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Every op's happy path over the real socket, against a private kgymd."""
+import json
 import signal
 import time
 
@@ -232,6 +233,89 @@ def test_sighup_reload():
         k.check("configuration reloaded" in d.read_log(), "reload logged")
 
 
+def test_pipelined_big_submits_keep_order():
+    """A client's next long line is parsed while its big submit is stored, and a big
+    reply is encoded off the loop: replies still come in the order of the requests."""
+    d = k.Daemon(kgymd_conf="max_running_tasks = 1")
+    try:
+        d.start()
+
+        def task(**kw):
+            t = k.selftest_task(0, **kw)
+            t["payload"]["pad"] = "p" * 100
+            return t
+        a = [task() for _ in range(300)]
+        b = [task(task_id="b-%d" % i) for i in range(300)]
+        lines = [json.dumps({"v": 1, "id": "a", "op": "submit", "tasks": a, "wait": True}),
+                 json.dumps({"v": 1, "id": "b", "op": "submit", "tasks": b}),
+                 '{"v": 1, "id": "bad", "op": "submit", "tasks": [' + "1," * 10000,
+                 json.dumps({"v": 1, "id": "st", "op": "status", "task_id": "b-299"}),
+                 json.dumps({"v": 1, "id": "h", "op": "hello"})]
+        k.check(all(len(x) > 16384 for x in lines[:3]), "long lines take the parser thread")
+        d.client.send_raw(("\n".join(lines) + "\n").encode())
+        replies, early, final = [], [], None
+        while len(replies) < 5:
+            msg = d.client.read_line()
+            k.check(msg is not None, "connection closed")
+            if msg.get("event") == "result":
+                early.append(msg)
+            elif msg.get("done"):
+                final = msg
+            else:
+                replies.append(msg)
+        k.check([r.get("id") for r in replies] == ["a", "b", None, "st", "h"], replies)
+        k.check(replies[0]["ok"] and len(replies[0]["accepted"]) == 300, replies[0]["rejected"])
+        k.check(replies[1]["ok"] and [x["task_id"] for x in replies[1]["accepted"]] ==
+                ["b-%d" % i for i in range(300)], "b accepted in order")
+        k.check(replies[2]["error"]["code"] == "bad_json", replies[2])
+        k.check(replies[3]["ok"] and replies[3]["task_id"] == "b-299", replies[3])
+        # The wait of "a" still hears of its 300 tasks.
+        events = []
+        if final is None:
+            events, final = d.client.collect_wait("a")
+        k.check(len(early) + len(events) == 300 and final.get("done"),
+                (len(early), len(events), final))
+    finally:
+        d.cleanup()
+
+
+def test_uncached_payloads_run_as_sent():
+    """Payloads past the scheduler's 4 MiB cache are read and parsed with the running
+    mark (off the loop): each task still runs with its own payload."""
+    d = k.Daemon(kgymd_conf="max_running_tasks = 1")
+    try:
+        d.start()
+        d.request({"op": "submit", "task": dict(k.selftest_task(60000, task_id="block"),
+                                                payload={"action": "ok", "delay_ms": 60000,
+                                                         "in_daemon": True})})
+        actions = ["ok", "fail", "incorrect"]
+        ids = []
+        for b in range(3):
+            tasks = []
+            for j in range(4):
+                i = 4 * b + j
+                ids.append("u%d" % i)
+                tasks.append({"task_id": "u%d" % i, "workflow": "selftest",
+                              "payload": {"action": actions[i % 3], "delay_ms": i,
+                                          "in_daemon": True, "pad": "x" * 400000}})
+            r = d.request({"op": "submit", "tasks": tasks})
+            k.check(r["ok"] and len(r["accepted"]) == 4, r)
+        d.request({"op": "cancel", "task_id": "block"})
+        events, final = d.client.collect_wait(d.client.send({"op": "wait", "task_ids": ids,
+                                                             "timeout_ms": 30000}))
+        k.check(len(events) == 12, (len(events), final))
+        for e in events:
+            i = int(e["task_id"][1:])
+            res, meta = e["result"], e["result"].get("metadata", {})
+            if actions[i % 3] == "fail":
+                k.check(res.get("error_code") == "RUNTIME_ERROR", (e["task_id"], res))
+            else:
+                k.check(meta.get("action") == actions[i % 3] and meta.get("delay_ms") == i,
+                        (e["task_id"], res))
+    finally:
+        d.cleanup()
+
+
 if __name__ == "__main__":
     k.run([test_hello_health_plugins_stats_workers, test_submit_status_result_list,
            test_submit_batch_with_wait, test_idempotent_submit, test_cancel_queued_and_running,
@@ -239,4 +323,5 @@ if __name__ == "__main__":
            test_sigterm_requeues_running_and_restart_finishes,
            test_sigterm_lets_running_work_finish, test_cancel_during_shutdown_grace,
            test_half_closed_client_still_answered,
-           test_sighup_reload])
+           test_sighup_reload, test_pipelined_big_submits_keep_order,
+           test_uncached_payloads_run_as_sent])

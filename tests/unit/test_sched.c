@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -126,10 +127,12 @@ stats_now_us(void)
 	return ++fake_clock;
 }
 
+static int64_t fake_wall_ms = 1700000000000;
+
 int64_t
 stats_wall_ms(void)
 {
-	return 1700000000000;
+	return fake_wall_ms;
 }
 
 void
@@ -421,6 +424,34 @@ test_timeout(void **state)
 	assert_int_equal(ncancelled_by_plugin, 1);
 }
 
+/*
+ * Generated ids: 32 lowercase hex digits, never equal, and ids made in a
+ * later millisecond sort after earlier ones (the store's id index relies
+ * on it to keep a batch's rows on a few pages).
+ */
+static void
+test_task_ids_sort_by_time(void **state)
+{
+	char a[KGYM_TASK_ID_MAX + 1], b[KGYM_TASK_ID_MAX + 1], prev[KGYM_TASK_ID_MAX + 1];
+	int i;
+
+	assert_int_equal(task_id_generate(a, sizeof a), 0);
+	assert_int_equal(strlen(a), 32);
+	assert_int_equal(strspn(a, "0123456789abcdef"), 32);
+	strcpy(prev, a);
+	/* 600 ids: more than one refill of the random bytes. */
+	for (i = 0; i < 600; i++) {
+		assert_int_equal(task_id_generate(b, sizeof b), 0);
+		assert_string_not_equal(b, prev);
+		assert_memory_not_equal(b + 12, prev + 12, 20);
+		strcpy(prev, b);
+	}
+	fake_wall_ms++;
+	assert_int_equal(task_id_generate(b, sizeof b), 0);
+	assert_true(strcmp(a, b) < 0);
+	assert_int_equal(task_id_generate(b, 32), -ENOSPC);
+}
+
 int
 main(void)
 {
@@ -432,6 +463,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_restore_keeps_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_workflow_fails_task, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
+		cmocka_unit_test(test_task_ids_sort_by_time),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

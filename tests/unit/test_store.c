@@ -740,6 +740,67 @@ test_list_owner_pages(void **state)
 	assert_int_equal(l.n, 6);
 }
 
+/*
+ * The schema of versions 1 and 2 as those kgymds created it (version 2 adds
+ * the owner): the payload was a column of the task's row.
+ */
+#define OLD_TASKS_TABLE(owner) \
+	"CREATE TABLE tasks (seq INTEGER PRIMARY KEY AUTOINCREMENT," \
+	" id TEXT NOT NULL UNIQUE, workflow TEXT, priority INTEGER NOT NULL," \
+	" state INTEGER NOT NULL, timeout_s REAL NOT NULL DEFAULT 0," \
+	" gpu_memory_bytes INTEGER NOT NULL DEFAULT 0, payload TEXT," \
+	" attempt INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL DEFAULT 0," \
+	" started_ms INTEGER NOT NULL DEFAULT 0, finished_ms INTEGER NOT NULL DEFAULT 0," \
+	" error_code TEXT, error_message TEXT, result TEXT" owner ");" \
+	"CREATE INDEX tasks_state_seq ON tasks (state, seq);" \
+	"CREATE INDEX tasks_finished ON tasks (finished_ms) WHERE state >= 2;"
+
+/* Make f->path an old store holding one queued task "old" with a payload. */
+static void
+make_old_store(struct fixture *f, int version)
+{
+	char sql[2048];
+	sqlite3 *db;
+
+	store_free(f->store);
+	f->store = NULL;
+	assert_int_equal(unlink(f->path), 0);
+	snprintf(sql, sizeof sql, "%s%s PRAGMA user_version = %d;"
+	    " INSERT INTO tasks (id, workflow, priority, state, payload)"
+	    " VALUES ('old', 'wf', 1, 0, '{\"old\":1}');",
+	    version == 1 ? OLD_TASKS_TABLE("") :
+	    OLD_TASKS_TABLE(", owner TEXT NOT NULL DEFAULT ''"),
+	    version == 1 ? "" : "CREATE INDEX tasks_owner_seq ON tasks (owner, seq);",
+	    version);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL),
+	    SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/* An upgraded store keeps its task's payload, and new tasks work beside it. */
+static void
+check_upgraded(struct fixture *f)
+{
+	struct store_row *got = NULL;
+	char *payload = NULL, *cause = NULL;
+
+	f->store = store_open(f->path, false, &cause);
+	if (f->store == NULL)
+		fail_msg("store_open: %s", cause ? cause : "(no cause)");
+	assert_int_equal(store_get(f->store, "old", &got), 0);
+	assert_string_equal(got->payload, "{\"old\":1}");
+	store_row_free(got);
+	assert_int_equal(store_mark_running(f->store, "old", 1, 5, &payload), 0);
+	assert_string_equal(payload, "{\"old\":1}");
+	free(payload);
+	insert_queued(f->store, "new", 2);
+	assert_int_equal(store_get_payload(f->store, "new", &payload), 0);
+	assert_string_equal(payload, "{\"backend\":\"nvrtc\"}");
+	free(payload);
+}
+
 /* A version 1 store (no owners) is upgraded in place; its rows are nobody's. */
 static void
 test_schema_v1_upgraded(void **state)
@@ -747,25 +808,48 @@ test_schema_v1_upgraded(void **state)
 	struct fixture *f = *state;
 	struct store_row *got = NULL;
 	struct listing l;
-	sqlite3 *db;
-	char *cause = NULL;
 
-	insert_queued(f->store, "old", 1);
-	store_free(f->store);
-	f->store = NULL;
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "DROP INDEX tasks_owner_seq;"
-	    " ALTER TABLE tasks DROP COLUMN owner; PRAGMA user_version = 1", NULL, NULL,
-	    NULL), SQLITE_OK);
-	sqlite3_close(db);
-	f->store = store_open(f->path, false, &cause);
-	assert_non_null(f->store);
+	make_old_store(f, 1);
+	check_upgraded(f);
 	assert_int_equal(store_get(f->store, "old", &got), 0);
 	assert_string_equal(got->owner, "");
 	store_row_free(got);
 	memset(&l, 0, sizeof l);
 	assert_int_equal(store_list(f->store, -1, "uid:0", 0, -1, list_cb, &l), 0);
 	assert_int_equal(l.n, 0);
+}
+
+/* A version 2 store (payloads in the task rows) moves them to their table. */
+static void
+test_schema_v2_upgraded(void **state)
+{
+	struct fixture *f = *state;
+
+	make_old_store(f, 2);
+	check_upgraded(f);
+}
+
+/* A pruned task takes its payload with it. */
+static void
+test_prune_takes_payload(void **state)
+{
+	struct fixture *f = *state;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int n = -1;
+
+	insert_queued(f->store, "gone", 1);
+	assert_int_equal(store_mark_done(f->store, "gone", TASK_COMPLETED, NULL, NULL, "{}", 10),
+	    0);
+	assert_int_equal(store_prune(f->store, 100, &n, NULL), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM payloads", -1, &st,
+	    NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(st, 0), 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
 }
 
 static void
@@ -781,14 +865,14 @@ test_newer_schema_refused(void **state)
 	f->store = NULL;
 
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 3", NULL, NULL,
+	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 4", NULL, NULL,
 	    NULL), SQLITE_OK);
 	sqlite3_close(db);
 
 	assert_null(store_open(f->path, false, &cause));
 	assert_non_null(cause);
 	assert_non_null(strstr(cause, f->path));
-	assert_non_null(strstr(cause, "schema version 3"));
+	assert_non_null(strstr(cause, "schema version 4"));
 	assert_non_null(strstr(cause, "newer"));
 	free(cause);
 
@@ -797,7 +881,7 @@ test_newer_schema_refused(void **state)
 	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st,
 	    NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int(st, 0), 3);
+	assert_int_equal(sqlite3_column_int(st, 0), 4);
 	sqlite3_finalize(st);
 	assert_int_equal(sqlite3_prepare_v2(db,
 	    "SELECT count(*) FROM tasks WHERE id = 'keep'", -1, &st, NULL),
@@ -985,6 +1069,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_survives_kill9, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_owner_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_schema_v1_upgraded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_schema_v2_upgraded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prune_takes_payload, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_failure_cause, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_modes, setup, teardown),
