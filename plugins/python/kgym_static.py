@@ -40,6 +40,16 @@ FORBIDDEN_MODULES = {
     "torch.profiler": "the profiler", "torch.autograd.profiler": "the profiler",
     "torch.cuda.profiler": "the profiler", "torch._C._profiler": "the profiler",
     "torch._C._autograd": "the profiler",
+    # Unpickling runs whatever callable the bytes name: code the checks
+    # never see (a red-team run reached exec and os through pickle.loads).
+    "pickle": "unpickling (running code the checks cannot see)",
+    "_pickle": "unpickling (running code the checks cannot see)",
+    "marshal": "code objects", "shelve": "unpickling (running code the checks cannot see)",
+    "copyreg": "unpickling (running code the checks cannot see)",
+    "dill": "unpickling (running code the checks cannot see)",
+    "cloudpickle": "unpickling (running code the checks cannot see)",
+    "joblib": "unpickling (running code the checks cannot see)",
+    "string": "format strings that walk attributes",
 }
 # Names that reach the interpreter's machinery or patch dispatch.
 FORBIDDEN_NAMES = {
@@ -65,6 +75,12 @@ FORBIDDEN_NAMES = {
     "__dict__": "reaching module internals", "__getattribute__": "computed attribute access",
     "__base__": "reaching other objects", "__bases__": "reaching other objects",
     "__mro__": "reaching other objects",
+    # Files: a kernel has no business with them (the sandbox bounds what
+    # opens, this says so first and clearly).
+    "open": "file access",
+    # Attribute walks inside a format string ("{0.__class__...}") are not in
+    # the tree: str.format and format_map are refused outright.
+    "format_map": "format strings that walk attributes",
 }
 # Modules re-export what they import (torch.sys, torch.os, ...): an
 # attribute of any object with one of these names reaches a forbidden module
@@ -77,6 +93,11 @@ FORBIDDEN_DOTTED = {
     "torch.cuda.Event": "the timer", "torch.Event": "the timer",
     "torch.cuda.Event.elapsed_time": "the timer",
     "operator.attrgetter": "computed attribute access", "operator.methodcaller": "computed attribute access",
+    "torch.load": "unpickling (running code the checks cannot see)",
+    "torch.serialization.load": "unpickling (running code the checks cannot see)",
+    "numpy.load": "unpickling (running code the checks cannot see)",
+    "torch.from_file": "file access", "numpy.fromfile": "file access", "numpy.memmap": "file access",
+    "torch.jit.fork": "hidden work on other threads", "torch.jit._fork": "hidden work on other threads",
 }
 TENSOR_CLASSES = {"torch.Tensor", "torch._C._TensorBase", "torch._C.TensorBase", "torch.nn.Parameter",
                   "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer"}
@@ -117,6 +138,19 @@ class StaticChecker(ast.NodeVisitor):
             return None
         root = self.aliases.get(node.id, node.id)
         return ".".join([root] + list(reversed(parts)))
+
+    @staticmethod
+    def plain_format(node):
+        """A string literal whose replacement fields name no attribute or
+        item ("{}", "{0}", "{name:>8}" but not "{0.__class__}", "{x[k]}")."""
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            return False
+        import string
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(node.value) if f is not None]
+        except ValueError:
+            return False
+        return not any("." in f or "[" in f for f in fields)
 
     def root_is_import(self, node):
         while isinstance(node, (ast.Attribute, ast.Subscript)):
@@ -245,6 +279,9 @@ class StaticChecker(ast.NodeVisitor):
                 self.bad(node, "%s(..., '%s')" % (name, attr.value), FORBIDDEN_NAMES[attr.value])
             elif attr.value in MODULE_ATTRIBUTES:
                 self.bad(node, "%s(..., '%s')" % (name, attr.value), MODULE_ATTRIBUTES[attr.value])
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "format" and not self.plain_format(node.func.value):
+            self.bad(node, "str.format() on a string that is not a literal or names attributes or items",
+                     "format strings that walk attributes")
         if name in ("setattr", "delattr") and node.args and self.root_is_import(node.args[0]):
             self.bad(node, "%s() on an imported module" % name, "patching imported modules")
         if name.endswith("load_inline") and (name == "load_inline" or name.startswith("torch.utils.cpp_extension")):
