@@ -75,9 +75,6 @@ FORBIDDEN_NAMES = {
     "__dict__": "reaching module internals", "__getattribute__": "computed attribute access",
     "__base__": "reaching other objects", "__bases__": "reaching other objects",
     "__mro__": "reaching other objects",
-    # Files: a kernel has no business with them (the sandbox bounds what
-    # opens, this says so first and clearly).
-    "open": "file access",
     # Attribute walks inside a format string ("{0.__class__...}") are not in
     # the tree: str.format and format_map are refused outright.
     "format_map": "format strings that walk attributes",
@@ -96,7 +93,6 @@ FORBIDDEN_DOTTED = {
     "torch.load": "unpickling (running code the checks cannot see)",
     "torch.serialization.load": "unpickling (running code the checks cannot see)",
     "numpy.load": "unpickling (running code the checks cannot see)",
-    "torch.from_file": "file access", "numpy.fromfile": "file access", "numpy.memmap": "file access",
     "torch.jit.fork": "hidden work on other threads", "torch.jit._fork": "hidden work on other threads",
 }
 TENSOR_CLASSES = {"torch.Tensor", "torch._C._TensorBase", "torch._C.TensorBase", "torch.nn.Parameter",

@@ -2,8 +2,8 @@
 """kgym_static, the first filter of kernel_code (a speed bump, not the
 defence: ARCHITECTURE.md's judge is): the roads a red-team run took past
 it -- unpickling (pickle.loads, torch.load, numpy.load run whatever the
-bytes name), files (open, torch.from_file, numpy.fromfile), threads
-(torch.jit fork) and format strings that walk attributes -- are refused
+bytes name), threads (torch.jit fork) and format strings that walk
+attributes -- are refused
 with a message naming the line and the reason, while the examples'
 candidates and ordinary format strings still pass.  No torch needed.
 """
@@ -22,9 +22,6 @@ REFUSED = [
     ("import marshal\n", 1, "code objects"),
     ("import torch, io\nx = torch.load(io.BytesIO(b''))\n", 2, "unpickling"),
     ("import numpy as np\nx = np.load('f')\n", 2, "unpickling"),
-    ("x = open('/etc/passwd').read()\n", 1, "file access"),
-    ("import torch\nx = torch.from_file('a')\n", 2, "file access"),
-    ("import numpy\nx = numpy.fromfile('a')\n", 2, "file access"),
     ("import torch\nf = torch.jit._fork(len, [])\n", 2, "other threads"),
     ("s = '{0.__class__}'.format(1)\n", 1, "format strings"),
     ("s = '{0[x]}'.format({})\n", 1, "format strings"),
@@ -36,6 +33,8 @@ ALLOWED = [
     "s = '{} {:>8} {name}'.format(1, 2, name=3)\n",
     "s = f'{1 + 1}'\n",
     "import torch\nx = torch.zeros(3)\n",
+    # Files are the sandbox's (Landlock), not the static checks'.
+    "x = open('data.bin', 'rb')\n",
 ]
 
 
