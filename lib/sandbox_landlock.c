@@ -331,6 +331,20 @@ sandbox_landlock_count_threads(void)
 		    "binds them)", n - 1);
 }
 
+/* The kernel's Landlock ABI, or -EOPNOTSUPP with the cause said. */
+static int
+sandbox_landlock_need(char **ret_cause)
+{
+	int abi = sandbox_landlock_abi();
+
+	if (abi < 0) {
+		sandbox_cause(ret_cause, "sandbox: the kernel has no Landlock "
+		    "(or it is disabled)");
+		return -EOPNOTSUPP;
+	}
+	return abi;
+}
+
 int
 sandbox_landlock(const struct sandbox_policy *p, char **ret_cause)
 {
@@ -342,12 +356,8 @@ sandbox_landlock(const struct sandbox_policy *p, char **ret_cause)
 	rc = sandbox_policy_check(p, ret_cause);
 	if (rc < 0)
 		return rc;
-	abi = sandbox_landlock_abi();
-	if (abi < 0) {
-		sandbox_cause(ret_cause, "sandbox: the kernel has no Landlock "
-		    "(or it is disabled)");
-		return -EOPNOTSUPP;
-	}
+	if ((abi = sandbox_landlock_need(ret_cause)) < 0)
+		return abi;
 
 	memset(&attr, 0, sizeof(attr));
 	attr.handled_access_fs = sandbox_landlock_fs_rights(abi);
@@ -434,12 +444,8 @@ sandbox_landlock_thread(const char *const *read_dirs, const char *const *rw_dirs
 	struct sandbox_ruleset_attr attr;
 	int abi, ruleset, rc;
 
-	abi = sandbox_landlock_abi();
-	if (abi < 0) {
-		sandbox_cause(ret_cause, "sandbox: the kernel has no Landlock "
-		    "(or it is disabled)");
-		return -EOPNOTSUPP;
-	}
+	if ((abi = sandbox_landlock_need(ret_cause)) < 0)
+		return abi;
 	memset(&attr, 0, sizeof(attr));
 	attr.handled_access_fs = sandbox_landlock_fs_rights(abi);
 	/* The first member alone: the file system is all this is about. */
