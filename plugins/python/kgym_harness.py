@@ -801,7 +801,6 @@ class Zygote:
         return took, answered
 
 
-
 def fork_frozen():
     """os.fork() after gc.freeze(): what this process holds then is kept out
     of every later collection, here and in the child, so that a child's
@@ -811,6 +810,7 @@ def fork_frozen():
     candidate executor that bench/judge_clock.py --json shows)."""
     gc.freeze()
     return os.fork()
+
 
 def run_job(job, request, limits):
     """A job's result, whatever happens; every job process is killed before

@@ -18,6 +18,7 @@ Standard library only.
 """
 
 import ast
+import string
 
 # Modules kernel_code may not import (also as `from X import`, or a
 # submodule of them).  The issue's list, plus the other roads to the same
@@ -76,7 +77,8 @@ FORBIDDEN_NAMES = {
     "__base__": "reaching other objects", "__bases__": "reaching other objects",
     "__mro__": "reaching other objects",
     # Attribute walks inside a format string ("{0.__class__...}") are not in
-    # the tree: str.format and format_map are refused outright.
+    # the tree: format_map is refused, str.format unless its string is a
+    # literal whose fields name no attribute or item (visit_Call).
     "format_map": "format strings that walk attributes",
 }
 # Modules re-export what they import (torch.sys, torch.os, ...): an
@@ -141,7 +143,6 @@ class StaticChecker(ast.NodeVisitor):
         item ("{}", "{0}", "{name:>8}" but not "{0.__class__}", "{x[k]}")."""
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
             return False
-        import string
         try:
             fields = [f for _, f, _, _ in string.Formatter().parse(node.value) if f is not None]
         except ValueError:
@@ -275,7 +276,8 @@ class StaticChecker(ast.NodeVisitor):
                 self.bad(node, "%s(..., '%s')" % (name, attr.value), FORBIDDEN_NAMES[attr.value])
             elif attr.value in MODULE_ATTRIBUTES:
                 self.bad(node, "%s(..., '%s')" % (name, attr.value), MODULE_ATTRIBUTES[attr.value])
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "format" and not self.plain_format(node.func.value):
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
+                and not self.plain_format(node.func.value):
             self.bad(node, "str.format() on a string that is not a literal or names attributes or items",
                      "format strings that walk attributes")
         if name in ("setattr", "delattr") and node.args and self.root_is_import(node.args[0]):
