@@ -9,7 +9,10 @@ running kgymd and compare each verdict with expected.json.
 does; --device cuda runs the chosen backends' candidates on the GPU slots
 (torch candidates too, with the same expected verdicts).  Verdicts marked
 "needs":"cupti" in expected.json (decoy detection) are shown but not held
-against the run unless --cupti says the CUPTI layer is there.  Exit status 0
+against the run unless --cupti says the CUPTI layer is there.  A verdict
+matches when status, correctness and error_code do and the hack is the one
+the example is about: the kind expected.json names ("hack"), decoy_kernel for
+a decoy, none at all on a correct example.  Exit status 0
 when every verdict that counts matches, 1 when one does not, 2 when the
 daemon could not be used.  Standard library only.
 """
@@ -25,6 +28,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def read(path):
     with open(path) as f:
         return f.read()
+
+
+def hack_as_expected(r, exp):
+    """The detector that fired is the one the example is about: the kind
+    expected.json names ("hack"), decoy_kernel for a decoy, and none at all
+    on a correct example."""
+    kind = ((r.get("metadata") or {}).get("hack") or {}).get("kind")
+    if "hack" in exp:
+        return kind == exp["hack"]
+    if exp.get("decoy_kernel"):
+        return kind == "decoy_kernel"
+    if exp.get("correctness") is True:
+        return kind is None
+    return True
 
 
 def tasks_for(args, expected):
@@ -97,7 +114,7 @@ def main():
     print("%-28s %-10s %-6s %-18s %9s  %s" % ("example", "status", "ok", "error_code", "speedup", "verdict"))
     for tid, key in sorted(keys.items(), key=lambda kv: kv[1]):
         r, exp = results.get(tid, {}), expected[key]
-        match = all(r.get(f) == exp[f] for f in ("status", "correctness", "error_code"))
+        match = all(r.get(f) == exp[f] for f in ("status", "correctness", "error_code")) and hack_as_expected(r, exp)
         counts = not (exp.get("needs") == "cupti" and not args.cupti)
         verdict = "as expected" if match else ("differs (needs %s)" % exp["needs"] if not counts else "DIFFERS")
         bad += 0 if match or not counts else 1
@@ -105,7 +122,9 @@ def main():
                                                  "%.2f" % r["speedup"] if isinstance(r.get("speedup"), float)
                                                  and r["speedup"] > 0 else "-", verdict))
         if not match and counts:
-            print("    %s" % (r.get("error_message") or "")[:400].replace("\n", "\n    "))
+            kind = ((r.get("metadata") or {}).get("hack") or {}).get("kind")
+            print("    %s%s" % ("(hack %s) " % kind if kind else "",
+                               (r.get("error_message") or "")[:400].replace("\n", "\n    ")))
         meta = r.get("metadata") or {}
         if "custom_kernel_share" in meta or meta.get("hack"):
             # What the CUPTI layer saw: a decoy's evidence, an honest kernel's share.
