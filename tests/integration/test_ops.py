@@ -155,6 +155,9 @@ def test_sigterm_requeues_running_and_restart_finishes():
         events, _ = d.client.collect_wait(d.client.send({"op": "wait", "task_ids": ["mid"],
                                                          "timeout_ms": 10000}))
         k.check(len(events) == 1 and events[0]["state"] == "completed", events)
+        # Requeued, not forgotten and not started from nothing: its second run.
+        st = d.request({"op": "status", "task_id": "mid"})
+        k.check(st.get("attempt") == 2, "the requeued task's attempt: %r" % st)
         d.stop()
     finally:
         d.cleanup()

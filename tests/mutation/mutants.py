@@ -155,6 +155,22 @@ MUTANTS = [
       "	if (syscall(SYS_landlock_restrict_self, ruleset, 0) == -1) {",
       "	if (0) {",
       ["tests/unit/test_sandbox", "tests/unit/test_compile"]),
+    # ---------------------------------------------------------------- lifecycle
+    M("lifecycle_no_socket_activation", "kgymd serves on the socket systemd hands over",
+      "kgymd/main.c",
+      "	int n = sd_listen_fds(1);\n",
+      "	int n = 0;\n",
+      ["tests/integration/test_lifecycle.py:test_socket_activation"]),
+    M("lifecycle_no_ready", "kgymd tells systemd it is ready (Type=notify)",
+      "kgymd/notify.c",
+      "	notify_send(\"READY=1\");\n",
+      "",
+      ["tests/integration/test_lifecycle.py:test_sd_notify_ready_and_stopping"]),
+    M("lifecycle_workers_outlive", "workers die with kgymd",
+      "kgymd/proc.c",
+      "	prctl(PR_SET_PDEATHSIG, SIGKILL);\n",
+      "",
+      ["tests/integration/test_lifecycle.py:test_workers_die_with_kgymd"]),
     # ---------------------------------------------------------------- store
     # Since the store writer (writer.c), "accepted" is sent from the
     # commit's completion: the mutant is a commit that says it landed and
