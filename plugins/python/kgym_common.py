@@ -391,6 +391,24 @@ def internal_error(what):
     return clip("%s failed: %s: %s" % (what, et.__name__ if et else "?", ev))
 
 
+def out_of_memory(e):
+    """Is this exception a failed allocation?  (torch's CUDA one is
+    OutOfMemoryError; its CPU allocator raises RuntimeError "can't allocate
+    memory"; Python's own is MemoryError.)"""
+    text = str(e)
+    return isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or \
+        "can't allocate memory" in text or "CUDA out of memory" in text
+
+
+def inputs_size(tensors):
+    """'inputs of 6.0 GiB': what a problem's inputs take, for messages."""
+    n = sum(t.numel() * t.element_size() for t in (tensors or []) if hasattr(t, "element_size"))
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return "inputs of %.1f %s" % (n / size, unit)
+    return "inputs of %d bytes" % n
+
+
 def format_exc(prefix, limit_frames=12):
     """A traceback without the harness's own frames: what the model needs."""
     et, ev, tb = sys.exc_info()

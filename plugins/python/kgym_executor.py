@@ -27,8 +27,8 @@ import socket
 import time
 
 from kgym_common import (SETUP_MS, CTL_DONE, CTL_GO, CTL_STATUS, ControlBlock, CudaDriver, child_setup, clip,
-                         dtype_name, flatten_outputs, format_exc, internal_error, load_module, map_area, recv_msg,
-                         send_msg)
+                         dtype_name, flatten_outputs, format_exc, inputs_size, internal_error, load_module, map_area,
+                         out_of_memory, recv_msg, send_msg)
 
 
 class KernelProbe:
@@ -248,7 +248,11 @@ class Executor:
             outs = flatten_outputs(self.model(*self.arguments(msg)))
             if self.device == "cuda":
                 self.torch.cuda.synchronize()
-        except Exception:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001
+            if out_of_memory(e):
+                # The problem's size, not the candidate's fault.
+                self.fail("error", format_exc("the reference ran out of memory on its own inputs (%s):"
+                                              % inputs_size(self.inputs)), "RESOURCE_ERROR")
             self.fail("error", format_exc("the reference failed on its own inputs:"), "VALIDATION_ERROR")
         self.send({"type": "described", "outputs": [{"dtype": dtype_name(o.dtype), "shape": list(o.shape)}
                                                      for o in outs]})
@@ -331,7 +335,7 @@ class Executor:
         except MemoryError as e:
             error = {"kind": "resource", "message": "out of memory: %s" % e}
         except Exception as e:  # noqa: BLE001
-            oom = type(e).__name__ == "OutOfMemoryError"
+            oom = out_of_memory(e)
             error = {"kind": "resource" if oom else "runtime_error",
                      "message": format_exc("%s raised an exception on its inputs:" % (
                          "the reference" if self.role == "reference" else "ModelNew"))}

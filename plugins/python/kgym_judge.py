@@ -45,7 +45,7 @@ import torch
 
 from kgym_common import (MIN_CORRECT_TRIALS, MIN_TIMING_TRIALS, SETUP_MS, CTL_DONE, CTL_GO, CTL_STATUS,
                          ControlBlock, CudaDriver, area_layout, child_setup, clip, dtype_name, format_exc,
-                         internal_error, load_module, recv_msg, send_msg, tensors_of_area)
+                         internal_error, load_module, out_of_memory, recv_msg, send_msg, tensors_of_area)
 from kgym_judge_compare import compare_outputs, median, same_tensor, stats
 
 CALIBRATION_CALLS = 21         # empty calls of the reference executor: the handshake's cost
@@ -219,7 +219,11 @@ class Judge:
                     inputs = list(self.mod["get_inputs"]())
             else:
                 inputs = list(self.mod["get_inputs"]())
-        except Exception:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001
+            if out_of_memory(e):
+                # The problem's size, never the candidate's fault.
+                raise Verdict("RESOURCE_ERROR", format_exc("the reference's get_inputs() ran out of memory:"),
+                              completed=False)
             raise Verdict("VALIDATION_ERROR", format_exc("the reference's get_inputs() failed:"), completed=False)
         inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
         if signed:

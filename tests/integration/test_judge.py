@@ -192,6 +192,23 @@ BAD = {  # forward's body -> (error_code, fragments of the message)
 }
 
 
+def test_reference_out_of_memory_is_the_problems():
+    """An allocation the problem cannot make -- in get_inputs() or in the
+    reference's forward -- is a RESOURCE_ERROR naming the reference (and
+    its inputs' size), never a verdict on the candidate."""
+    for where, reference in (
+            ("get_inputs", tp.RELU_REF.replace("def get_inputs():\n    return [",
+                                               "def get_inputs():\n    return [torch.empty(1 << 40)] or [", 1)),
+            ("forward", tp.RELU_REF.replace("return torch.relu(x)",
+                                            "return torch.relu(x) + torch.zeros(1 << 40).sum()", 1))):
+        k.check(reference != tp.RELU_REF, "%s: the reference was changed" % where)
+        r = tp.run_once(tp.relu_candidate("return x.clamp_min(0)"), backend="torch", reference=reference)
+        k.check(r["status"] == "failed" and r["error_code"] == "RESOURCE_ERROR" and r["compiled"] is False,
+                "%s: %s" % (where, tp.show(r)))
+        k.check("ran out of memory" in r["error_message"] and "reference" in r["error_message"],
+                "%s: %s" % (where, tp.show(r)))
+
+
 def test_bad_outputs_named():
     for body, (code, parts) in BAD.items():
         cand = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n" \
@@ -223,7 +240,7 @@ def main():
            test_mutate_inputs_timed_caught,
            test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
            test_wrong_at_one_trial_caught, test_outputs_poisoned, test_outputs_over_the_limit_refused,
-           test_judge_death_tells_nothing_of_the_host])
+           test_judge_death_tells_nothing_of_the_host, test_reference_out_of_memory_is_the_problems])
 
 
 if __name__ == "__main__":
