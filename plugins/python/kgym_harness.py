@@ -66,7 +66,6 @@ import ast
 import base64
 import ctypes
 import fcntl
-import gc
 import hashlib
 import json
 import os
@@ -85,7 +84,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kgym_common import (MIN_CORRECT_TRIALS, PR_SET_CHILD_SUBREAPER, PROTOCOL, SandboxError,  # noqa: E402
                          clip, compiler_profile, control_memfd, internal_error, recv_msg, send_msg)
 from kgym_static import custom_kernel_names, static_check  # noqa: E402
-from kgym_procs import (Child, JudgeServer, ServerChild, reap_descendants,  # noqa: E402
+from kgym_procs import (Child, JudgeServer, ServerChild, fork_frozen, reap_descendants,  # noqa: E402
                         remove_tree, tail_of)
 from kgym_profile import is_custom_kernel, judge_profile, min_custom_share  # noqa: E402,F401
 
@@ -799,24 +798,6 @@ class Zygote:
                 self.dying.append(srv.pid)
                 self.server = None
         return took, answered
-
-
-def fork_frozen():
-    """os.fork() after gc.freeze(): in the child, what the parent held is
-    kept out of every later collection, so that the child's collector never
-    writes to the pages it shares with its parent (a fresh executor copying
-    the heap page by page, a write at a time, on its first calls: a suspect
-    for the slow first ~70 timed calls of a fresh candidate executor that
-    bench/judge_clock.py --json showed).  The parent unfreezes at once: a
-    long-lived zygote must still collect its own cycles."""
-    gc.freeze()
-    pid = -1
-    try:
-        pid = os.fork()
-    finally:
-        if pid != 0:            # the parent, or no child
-            gc.unfreeze()
-    return pid
 
 
 def run_job(job, request, limits):
