@@ -143,11 +143,17 @@ class StaticChecker(ast.NodeVisitor):
         item ("{}", "{0}", "{name:>8}" but not "{0.__class__}", "{x[k]}")."""
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
             return False
+        def fields(text):
+            # A format spec may hold fields of its own ("{0:{1.x}}"): those too.
+            for _, name, spec, _ in string.Formatter().parse(text):
+                if name is not None:
+                    yield name
+                if spec:
+                    yield from fields(spec)
         try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(node.value) if f is not None]
+            return not any("." in f or "[" in f for f in fields(node.value))
         except ValueError:
             return False
-        return not any("." in f or "[" in f for f in fields)
 
     def root_is_import(self, node):
         while isinstance(node, (ast.Attribute, ast.Subscript)):

@@ -25,12 +25,14 @@ REFUSED = [
     ("import torch\nf = torch.jit._fork(len, [])\n", 2, "other threads"),
     ("s = '{0.__class__}'.format(1)\n", 1, "format strings"),
     ("s = '{0[x]}'.format({})\n", 1, "format strings"),
+    ("s = '{0:{1.__class__}}'.format(1, 2)\n", 1, "format strings"),
     ("t = '{0' + '.x}'\ns = t.format(1)\n", 2, "format strings"),
     ("s = '{a}'.format_map({})\n", 1, "format strings"),
     ("import string\n", 1, "format strings"),
 ]
 ALLOWED = [
     "s = '{} {:>8} {name}'.format(1, 2, name=3)\n",
+    "s = '{:.3f} {0:>{1}.2f}'.format(1.0, 8)\n",
     "s = f'{1 + 1}'\n",
     "import torch\nx = torch.zeros(3)\n",
     # Files are the sandbox's (Landlock), not the static checks'.
