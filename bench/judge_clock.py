@@ -3,6 +3,7 @@
 its repeatability across independent evaluations.  Needs a GPU.
 
 usage: KGYM_BUILDDIR=build bench/judge_clock.py [--python PY] [--runs 5] [--fail-over PCT] [--only SUBSTR]
+                                                [--warmup N[,N...]]
 
 For each case (an element-wise op or a matmul sized for ~10 us, ~100 us and
 ~1 ms on an H100), --runs independent evaluations through
@@ -15,7 +16,9 @@ run, their spread ((max - min) / median), the handshake cost subtracted,
 the events' median, and judge / events.
 
 Exit status 1 when a case of >= 100 us spreads by more than --fail-over
-percent (default 1), unless --report-only.
+percent (default 1), unless --report-only.  --warmup 5,200 runs every case
+once per value of the request's num_warmup (the judge's minimum of warm-up
+calls), side by side.
 """
 import argparse
 import json
@@ -59,9 +62,9 @@ CASES = [  # name, op on xs, inputs
 ]
 
 
-def evaluate(py, ref, cand, harness_dir):
+def evaluate(py, ref, cand, harness_dir, warmup=5):
     job = {"request": {"reference_code": ref, "kernel_code": cand, "backend": "torch", "device": "cuda",
-                       "num_correct_trials": 5, "num_perf_trials": 100, "num_warmup": 5,
+                       "num_correct_trials": 5, "num_perf_trials": 100, "num_warmup": warmup,
                        "timing_rel_precision": 0.002, "clock_trace": True},
            "limits": {"memory_bytes": 64 << 30, "max_files": 256, "max_processes": 1024,
                       "max_file_bytes": 64 << 20, "compile_timeout": 300, "correctness_timeout": 200,
@@ -110,15 +113,18 @@ def main():
     ap.add_argument("--only", metavar="SUBSTR", help="the cases whose name contains SUBSTR (a,b: either)")
     ap.add_argument("--harness-dir", default=os.path.join(ROOT, "plugins", "python"),
                     help="where kgym_harness.py and its modules are (to compare a variant side by side)")
+    ap.add_argument("--warmup", default="5", help="the request's num_warmup; a,b: each case once per value")
     ap.add_argument("--json", metavar="FILE", help="every run's timing and metadata.clock_trace (all samples)")
     args = ap.parse_args()
     dump = []
     rows, bad = [], []
-    for name, op, inputs in CASES:
+    cases = [(name if len(args.warmup.split(",")) == 1 else "%s, warm-up %s" % (name, w), op, inputs, int(w))
+             for name, op, inputs in CASES for w in args.warmup.split(",")]
+    for name, op, inputs, warmup in cases:
         if args.only and not any(x in name for x in args.only.split(",")):
             continue
-        runs = [evaluate(args.python, REF.format(op=op, inputs=inputs), CAND.format(op=op), args.harness_dir)
-                for _ in range(args.runs)]
+        runs = [evaluate(args.python, REF.format(op=op, inputs=inputs), CAND.format(op=op), args.harness_dir,
+                         warmup) for _ in range(args.runs)]
         dump.append({"case": name, "runs": runs})
         med = [r["median_ms"] for r in runs]
         mid = statistics.median(med)
