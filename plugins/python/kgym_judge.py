@@ -53,6 +53,9 @@ PROFILE_CALLS = 3
 WARM_WINDOW = 5                # warm-up: calls per window compared
 WARM_MAX_CALLS = 200
 WARM_MAX_MS = 1000.0
+# What the candidate's process may report once its code has run: failures
+# of the candidate, never of kgymd or of the reference.
+CANDIDATE_CODES = ("RUNTIME_ERROR", "RESOURCE_ERROR", "COMPILATION_ERROR", "CORRECTNESS_ERROR")
 STASH_BYTES = 1 << 30          # candidate outputs of timed calls awaiting the reference's run
 
 
@@ -87,6 +90,9 @@ class Peer:
         self.ready = None
         self.outputs = None        # the judge's views of this executor's output area
         self.k = 0                 # the last call number given
+        # Set when the candidate's executor says "loading", just before it
+        # runs kernel_code: from then on nothing it says is kgymd's word.
+        self.tainted = False
 
     def recv(self, during, deadline=None):
         """The executor's next message; ExecutorGone at EOF or garbage."""
@@ -268,6 +274,9 @@ class Judge:
 
     def wait_ready(self, peer):
         msg = peer.recv("setting up", self.deadline)
+        if msg.get("type") == "loading" and peer.role == "candidate":
+            peer.tainted = True
+            msg = peer.recv("setting up", self.deadline)
         if msg.get("type") != "ready":
             self.executor_failed(peer, msg, "setting up")
         peer.ready = msg
@@ -288,7 +297,13 @@ class Judge:
         if t == "violation":
             raise Verdict("SANDBOX_VIOLATION", text, completed=False)
         if t == "error":
-            raise Verdict(msg.get("code") or "SYSTEM_ERROR", text, completed=False)
+            code = msg.get("code") or "SYSTEM_ERROR"
+            if peer.tainted and code not in CANDIDATE_CODES:
+                # The candidate's code runs in that process: it cannot say
+                # that kgymd failed (a trainer drops a SYSTEM_ERROR instead of
+                # scoring it) or that the reference did.
+                code = "RUNTIME_ERROR"
+            raise Verdict(code, text, completed=False)
         raise Verdict("SANDBOX_VIOLATION", "the candidate process sent an unexpected %r message while %s"
                       % (str(t)[:40], during), completed=self.compiled)
 

@@ -228,6 +228,22 @@ def test_never_done_times_out_naming_the_call():
     k.check("correctness trial 1 of 5" in (r.get("error_message") or ""), r.get("error_message"))
 
 
+def test_candidate_cannot_blame_kgymd():
+    """Once its code is loaded, the candidate's process reports failures of
+    the candidate only: no SYSTEM_ERROR (kgymd's), no VALIDATION_ERROR (the
+    reference's), whatever code it sends."""
+    r = once(exploit("claim_system_error"))
+    k.check(r.get("error_code") == "RUNTIME_ERROR" and "KeyboardInterrupt" in (r.get("error_message") or ""),
+            "a BaseException from forward: %s" % tp.show(r))
+    for claim in ("SYSTEM_ERROR", "VALIDATION_ERROR", "NOT_A_CODE"):
+        cand = ("import gc, sys\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                "    def forward(self, x):\n"
+                "        ex = [o for o in gc.get_objects() if type(o).__name__ == 'Executor'][0]\n"
+                "        ex.fail('error', 'kgymd failed, not me', %r)\n" % claim)
+        r = once(cand)
+        k.check(r.get("error_code") == "RUNTIME_ERROR", "a forged %s: %s" % (claim, tp.show(r)))
+
+
 def main():
     if not os.path.exists(tp.sandbox_lib()):
         print("SKIP: libkgym_sandbox.so was not built")
@@ -240,7 +256,8 @@ def main():
            test_mutate_inputs_timed_caught,
            test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
            test_wrong_at_one_trial_caught, test_outputs_poisoned, test_outputs_over_the_limit_refused,
-           test_judge_death_tells_nothing_of_the_host, test_reference_out_of_memory_is_the_problems])
+           test_judge_death_tells_nothing_of_the_host, test_reference_out_of_memory_is_the_problems,
+           test_candidate_cannot_blame_kgymd])
 
 
 if __name__ == "__main__":
