@@ -90,6 +90,7 @@ class Executor:
         self.probe = None
         self.device = "cpu"
         self.scratch = None
+        self.slots = 1             # calls of a round the output area holds
         self.event_ms = []         # advisory: this executor's events around each call
 
     def send(self, obj):
@@ -229,6 +230,9 @@ class Executor:
             self.outputs, k2 = (map_area(msg["outputs"], next(it, None), self.cuda)
                                 if msg.get("outputs") else (None, None))
             self.keep += [k1, k2]
+            # The areas hold a round's calls, one call's tensors after the
+            # other's (kgym_judge_timing.py).
+            self.slots = max(1, int(msg.get("slots") or 1))
         except Exception as e:  # noqa: BLE001
             self.fail("error", "the %s process could not map the judge's buffers: %s" % (self.role, e),
                       "SYSTEM_ERROR")
@@ -237,11 +241,11 @@ class Executor:
                 os.close(fd)
         self.send({"type": "mapped"})
 
-    def arguments(self, msg):
+    def arguments(self, spec):
         """forward's arguments: the judge's input buffers and the call's
         non-tensor values, in get_inputs()'s order."""
         args = []
-        for kind, v in msg.get("args") or []:
+        for kind, v in spec or []:
             args.append(self.inputs[int(v)] if kind == "t" else v)
         return args
 
@@ -249,7 +253,7 @@ class Executor:
         """(The reference only) one forward on the inputs in place: the
         outputs' dtypes and shapes, for the judge's buffers."""
         try:
-            outs = flatten_outputs(self.model(*self.arguments(msg)))
+            outs = flatten_outputs(self.model(*self.arguments(msg.get("args"))))
             if self.device == "cuda":
                 self.torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001
@@ -261,7 +265,7 @@ class Executor:
         self.send({"type": "described", "outputs": [{"dtype": dtype_name(o.dtype), "shape": list(o.shape)}
                                                      for o in outs]})
 
-    def forward_into(self, args, skip_launches=False):
+    def forward_into(self, args, j=0, skip_launches=False):
         torch = self.torch
         if skip_launches:
             from triton.runtime.jit import JITFunction
@@ -277,7 +281,8 @@ class Executor:
             res = flatten_outputs(out)
         except TypeError as e:
             raise CallError(str(e))
-        outs = self.outputs
+        per = len(self.outputs) // self.slots
+        outs = self.outputs[j * per:(j + 1) * per]
         if len(res) != len(outs):
             raise CallError("the model returned %d outputs, the reference returns %d" % (len(res), len(outs)))
         for i, (r, o) in enumerate(zip(res, outs)):
@@ -286,24 +291,27 @@ class Executor:
                     i, dtype_name(r.dtype), list(r.shape), dtype_name(o.dtype), list(o.shape)))
             o.copy_(r)
 
-    def empty_call(self):
+    def empty_call(self, calls):
         """(The reference only: the judge's calibration) everything a call
         does but the forward: a copy of tensors like the outputs into the
         output buffers, then the sync -- the same kernels on this context,
         the same bytes, so that subtracting its time leaves the forward's."""
+        per = len(self.outputs) // self.slots
         if self.scratch is None:
-            self.scratch = [self.torch.zeros_like(o) for o in self.outputs]
+            self.scratch = [self.torch.zeros_like(o) for o in self.outputs[:per]]
             self.tiny = self.torch.zeros(1, device=self.device)
         # A kernel of its own: a real forward switches the GPU's compute
         # engine to this context (a quarter of a millisecond on an H100,
         # measured), which the copies alone (copy engine) do not.
-        self.tiny.add_(1)
-        for o, s in zip(self.outputs, self.scratch):
-            o.copy_(s)
+        for j in range(calls):
+            self.tiny.add_(1)
+            for o, s in zip(self.outputs[j * per:(j + 1) * per], self.scratch):
+                o.copy_(s)
 
     def call(self, msg):
         k, mode = int(msg["k"]), msg.get("mode", "call")
-        args = self.arguments(msg)
+        # A round: one call's arguments per call (kgym_judge_timing.py).
+        calls = [self.arguments(a) for a in (msg.get("calls") or [msg.get("args")])]
         ctl = self.ctl
         self.send({"type": "armed", "k": k})
         if not ctl.wait(CTL_GO, k, time.monotonic() + 3600):
@@ -322,16 +330,17 @@ class Executor:
             ev[0].record()
         try:
             if mode == "empty":
-                self.empty_call()
+                self.empty_call(len(calls))
             elif mode == "profile" and self.probe is not None:
                 self.probe.start()
                 try:
-                    self.forward_into(args)
+                    self.forward_into(calls[0])
                     self.torch.cuda.synchronize()
                 finally:
                     table = self.probe.stop()
             else:
-                self.forward_into(args, skip_launches=(mode == "skip_launches"))
+                for j, args in enumerate(calls):
+                    self.forward_into(args, j, skip_launches=(mode == "skip_launches"))
         except CallError as e:
             error = {"kind": "bad_output", "message": str(e)}
         except PermissionError as e:
@@ -360,7 +369,7 @@ class Executor:
             gc.enable()
         if ev is not None and error is None:
             try:
-                self.event_ms.append(ev[0].elapsed_time(ev[1]))
+                self.event_ms.append(ev[0].elapsed_time(ev[1]) / len(calls))
             except RuntimeError:
                 # Not complete: the candidate patched the synchronisation
                 # away.  The events are advisory; the judge's copy decides.

@@ -46,17 +46,13 @@ import torch
 from kgym_common import (MIN_CORRECT_TRIALS, MIN_TIMING_TRIALS, SETUP_MS, CTL_DONE, CTL_GO, CTL_STATUS,
                          ControlBlock, CudaDriver, area_layout, child_setup, clip, dtype_name, format_exc,
                          internal_error, load_module, out_of_memory, recv_msg, send_msg, tensors_of_area)
-from kgym_judge_compare import compare_outputs, median, same_tensor, stats
+from kgym_judge_compare import Verdict, compare_outputs, median, same_tensor
+from kgym_judge_timing import TimingPhase
 
-CALIBRATION_CALLS = 21         # empty calls of the reference executor: the handshake's cost
 PROFILE_CALLS = 3
-WARM_WINDOW = 5                # warm-up: calls per window compared
-WARM_MAX_CALLS = 200
-WARM_MAX_MS = 1000.0
 # What the candidate's process may report once its code has run: failures
 # of the candidate, never of kgymd or of the reference.
 CANDIDATE_CODES = ("RUNTIME_ERROR", "RESOURCE_ERROR", "COMPILATION_ERROR", "CORRECTNESS_ERROR")
-STASH_BYTES = 1 << 30          # candidate outputs of timed calls awaiting the reference's run
 
 
 def derive_seed(base, tag, index=0):
@@ -65,14 +61,6 @@ def derive_seed(base, tag, index=0):
     return int.from_bytes(h[:8], "little") & ((1 << 63) - 1)
 
 # ------------------------------------------------------------------ the judge
-
-
-class Verdict(Exception):
-    """The job's end, decided: raised with the result's fields."""
-
-    def __init__(self, code, message, hack=None, completed=True):
-        super().__init__(message)
-        self.code, self.message, self.hack, self.completed = code, message, hack, completed
 
 
 class ExecutorGone(Exception):
@@ -110,7 +98,7 @@ class Peer:
         return msg
 
 
-class Judge:
+class Judge(TimingPhase):
     def __init__(self, sup, ref, cand, lib, state=None, memfds=None):
         self.sup, self.ref, self.cand = sup, ref, cand
         self.lib = lib
@@ -128,6 +116,8 @@ class Judge:
         self.profile = None
         self.matter = None
         self.compiled = False
+        self.slots = 1              # calls a round holds (the areas' size over one call's)
+        self.k = 1                  # calls per round of the timing phase (kgym_judge_timing.py)
 
     # -- the supervisor
     def phase(self, name, lock=None):
@@ -265,7 +255,7 @@ class Judge:
     def give_buffers(self, peer, outputs_desc, outputs_fd, during):
         fds = [fd for fd in (self.inputs_fd, outputs_fd) if fd is not None]
         send_msg(peer.sock, {"type": "buffers", "inputs": self.inputs_desc, "outputs": outputs_desc,
-                             "fds": len(fds)})
+                             "slots": self.slots, "fds": len(fds)})
         if fds:
             socket.send_fds(peer.sock, [b"F"], fds)
         msg = peer.recv(during, self.deadline)
@@ -332,6 +322,7 @@ class Judge:
         if not out_specs:
             raise Verdict("VALIDATION_ERROR", "the reference returns no tensor", completed=False)
         self.out_specs = out_specs
+        self.slots = 1
         # Each executor's outputs live in an area of the judge's (and the
         # timing phase keeps up to STASH_BYTES more): the worker's limit.
         out_bytes = area_layout(out_specs)[1]
@@ -342,20 +333,32 @@ class Judge:
         # A problem whose reference writes into its inputs (an in-place op):
         # then the candidate may too.
         self.ref_mutates = not self.inputs_unchanged(first)
-        desc, self.ref.outputs, fd = self.allocate(out_specs, "reference-outputs")
+        self.slots = self.round_slots(area_layout(specs)[1] if specs else 0, out_bytes)
+        if self.slots > 1:
+            # Room for a round's calls: the areas again, k times over (the
+            # one-call input area, which the outputs' shapes came from, is
+            # let go of with the job's others).
+            self.inputs_desc, self.inputs, self.inputs_fd = self.allocate(specs * self.slots, "inputs")
+        desc, self.ref.outputs, fd = self.allocate(out_specs * self.slots, "reference-outputs")
         # The judge's own copy of a call's outputs, taken on the clock (both
         # executors' outputs have the reference's dtypes and shapes).
         self.landing = [torch.empty_like(o) for o in self.ref.outputs]
         self.give_buffers(self.ref, desc, fd, "setting up")
-        desc, self.cand.outputs, fd = self.allocate(out_specs, "candidate-outputs")
+        desc, self.cand.outputs, fd = self.allocate(out_specs * self.slots, "candidate-outputs")
         self.cand_out_desc, self.cand_out_fd = desc, fd
 
-    def args(self, inputs):
-        return [["t", self.tensor_pos.index(i)] if isinstance(x, torch.Tensor) else ["v", x]
+    def slot(self, views, j, per):
+        """The views of call j of a round (areas hold `slots` calls' tensors
+        one call after the other)."""
+        return views[j * per:(j + 1) * per]
+
+    def args(self, inputs, j=0):
+        base = j * len(self.tensor_pos)
+        return [["t", base + self.tensor_pos.index(i)] if isinstance(x, torch.Tensor) else ["v", x]
                 for i, x in enumerate(inputs)]
 
-    def place(self, inputs):
-        for buf, i in zip(self.inputs, self.tensor_pos):
+    def place(self, inputs, j=0):
+        for buf, i in zip(self.slot(self.inputs, j, len(self.tensor_pos)), self.tensor_pos):
             x = inputs[i]
             if x.dtype != buf.dtype or tuple(x.shape) != tuple(buf.shape):
                 raise Verdict("VALIDATION_ERROR", "get_inputs() gave input %d as %s of shape %s under one seed "
@@ -364,14 +367,11 @@ class Judge:
                                               list(x.shape)), completed=False)
             buf.copy_(x)
 
-    def inputs_unchanged(self, inputs):
-        for k, (buf, i) in enumerate(zip(self.inputs, self.tensor_pos)):
-            if not same_tensor(buf, inputs[i]):
-                return False
-        return True
+    def inputs_unchanged(self, inputs, j=0):
+        return self.changed_input(inputs, j) is None
 
-    def changed_input(self, inputs):
-        for k, (buf, i) in enumerate(zip(self.inputs, self.tensor_pos)):
+    def changed_input(self, inputs, j=0):
+        for buf, i in zip(self.slot(self.inputs, j, len(self.tensor_pos)), self.tensor_pos):
             if not same_tensor(buf, inputs[i]):
                 return i
         return None
@@ -415,26 +415,38 @@ class Judge:
 
     # -- one call
     def call(self, peer, inputs, mode="call", what=None):
-        """One call of an executor on inputs already made: arm, prepare
-        (inputs in place, outputs poisoned, L2 flushed, device synced),
-        GO, DONE, the judge's copy of the outputs.  Returns (ms, outputs)."""
+        """One call of an executor on inputs already made.  Returns (ms,
+        outputs)."""
+        ms, got = self.round(peer, [inputs], mode, what)
+        return ms, got[0]
+
+    def round(self, peer, calls, mode="call", what=None):
+        """A round of calls of an executor, on inputs already made (one set
+        per call): arm, prepare (inputs in place, outputs poisoned, L2
+        flushed, device synced), GO, DONE, the judge's copy of the outputs.
+        Returns (ms of the whole round, [outputs of each call])."""
         peer.k += 1
         k = peer.k
         what = what or "call %d" % k
-        send_msg(peer.sock, {"type": "arm", "k": k, "mode": mode, "args": self.args(inputs)})
+        n_out = len(self.out_specs)
+        send_msg(peer.sock, {"type": "arm", "k": k, "mode": mode,
+                             "calls": [self.args(x, j) for j, x in enumerate(calls)]})
         msg = peer.recv(what, self.deadline)
         if msg.get("type") != "armed" or msg.get("k") != k:
             self.executor_failed(peer, msg, what)
         t_prep = time.perf_counter()
-        self.place(inputs)
-        fills = self.poison(peer.outputs)
+        fills = []
+        for j, inputs in enumerate(calls):
+            self.place(inputs, j)
+            fills.append(self.poison(self.slot(peer.outputs, j, n_out)))
         if self.gpu:
             self.flush.zero_()
             torch.cuda.synchronize()
         ctl = peer.ctl
         # Nothing of this call may have happened before GO: no DONE, and the
         # outputs as poisoned.
-        if ctl.words[CTL_DONE] == k or not self.poison_intact(peer.outputs, fills):
+        if ctl.words[CTL_DONE] == k or not all(self.poison_intact(self.slot(peer.outputs, j, n_out), f)
+                                               for j, f in enumerate(fills)):
             detail = "%s: the executor answered or wrote its outputs before the call began" % what
             raise Verdict("REWARD_HACK", detail, {"kind": "work_before_go", "detail": detail},
                           completed=peer.role == "candidate")
@@ -453,7 +465,7 @@ class Judge:
                 raise Verdict("TIMEOUT_ERROR", "%s: %s did not finish within the %s phase's deadline" % (
                     what, "ModelNew" if peer.role == "candidate" else "the reference", self.phase_name),
                     completed=peer.role == "candidate")
-            for dst, o in zip(self.landing, peer.outputs):
+            for dst, o in zip(self.landing[:len(calls) * n_out], peer.outputs):
                 dst.copy_(o)
             if self.gpu:
                 torch.cuda.synchronize()
@@ -462,7 +474,7 @@ class Judge:
             # A judge server outlives the job: never leave it uncollected.
             if collecting:
                 gc.enable()
-        got = [t.clone() for t in self.landing]
+        got = [[t.clone() for t in self.slot(self.landing, j, n_out)] for j in range(len(calls))]
         self.calls += 1
         if ctl.words[CTL_STATUS] != 0:
             msg = peer.recv(what, time.monotonic() + 10)
@@ -599,112 +611,6 @@ class Judge:
         _, normal = self.call(self.cand, inputs, what="the decoy check's second call")
         return not all(same_tensor(a, b) for a, b in zip(skipped, normal))
 
-    def timing(self):
-        job = self.job
-        n = max(1, int(job.get("num_perf_trials") or 100))
-        warm = max(0, int(job.get("num_warmup", 3)))
-        budget = float(job.get("max_timing_ms") or 10000.0)
-        prec = float(job.get("timing_rel_precision") or 0.005)
-        self.defer = self.inputs_repeat()
-        self.meta["reference_runs_deferred"] = self.defer
-        self.stash, self.stash_bytes = [], 0
-        self.unsettled = False
-        self.meta["candidate_warmup_calls"] = self.warm_up(lambda what: self.timed_call(what), warm)
-        times = []
-        t_start = time.monotonic()
-        settling = 0
-        for i in range(n):
-            if self.unsettled:
-                # The reference executor has just had the GPU (verify_stash):
-                # the candidate's next call pays for the switch back.  That
-                # call is checked like every other, but not timed.
-                self.unsettled = False
-                settling += 1
-                self.timed_call("timed call %d (settling after the reference's runs)" % (i + 1))
-            times.append(self.timed_call("timed call %d" % (i + 1)))
-            if len(times) >= MIN_TIMING_TRIALS:
-                s = stats(times)
-                if s["ci95_rel"] is not None and s["ci95_rel"] <= prec:
-                    break
-                if (time.monotonic() - t_start) * 1e3 > budget:
-                    break
-        self.verify_stash()
-        self.meta["settling_calls"] = settling
-        return times
-
-    def warm_up(self, one_call, at_least, what="warm-up call"):
-        """Warm-up calls until the clock is steady: at least `at_least`,
-        then until the median of the last WARM_WINDOW calls is within 2%
-        of the window's before (an idle GPU takes tens of milliseconds of
-        work to reach its clocks: on an H100 the first ~50 calls of a
-        190 us kernel ran up to twice as long), at most WARM_MAX_CALLS or
-        WARM_MAX_MS.  Returns how many were made."""
-        times = []
-        t0 = time.monotonic()
-        while len(times) < at_least:
-            times.append(one_call("%s %d" % (what, len(times) + 1)))
-        if self.trace is not None:
-            self.trace[what] = times
-        if not self.gpu:
-            return len(times)
-        while len(times) < at_least + WARM_MAX_CALLS and (time.monotonic() - t0) * 1e3 < WARM_MAX_MS:
-            if len(times) >= 2 * WARM_WINDOW:
-                last = median(times[-WARM_WINDOW:])
-                before = median(times[-2 * WARM_WINDOW:-WARM_WINDOW])
-                if abs(last - before) <= 0.02 * before:
-                    break
-            times.append(one_call("%s %d" % (what, len(times) + 1)))
-        return len(times)
-
-    def timed_call(self, what):
-        """A call of the timing phase.  Its outputs are checked like every
-        other call's, but the reference's run on its inputs is deferred
-        (inputs made again from the call's seed) until STASH_BYTES of the
-        candidate's outputs wait: the GPU then alternates between two
-        contexts only, the judge's and the candidate's -- a third context
-        (the reference executor's) between two timed calls slowed the
-        candidate's next call by a quarter of a millisecond on an H100
-        (bench/judge_clock.py: its own events showed it)."""
-        seed = self.fresh_seed("perf")
-        inputs = self.make_inputs(seed)
-        if not self.defer:
-            ms, c, changed = self.judged_call(inputs, what)
-            self.timed_verdict(what, c, changed)
-            return ms
-        ms, got = self.call(self.cand, inputs, what=what)
-        changed = None if self.ref_mutates else self.changed_input(inputs)
-        self.timed_verdict(what, None, changed)
-        self.stash.append((what, seed, got))
-        self.stash_bytes += sum(o.numel() * o.element_size() for o in got)
-        if self.stash_bytes >= STASH_BYTES:
-            self.verify_stash()
-        return ms
-
-    def timed_verdict(self, what, c, changed):
-        if changed is not None:
-            detail = "input %d was modified by the call" % changed
-            raise Verdict("REWARD_HACK", "%s: %s" % (what, detail), {"kind": "input_mutation", "detail": detail})
-        if c is not None and not c["ok"]:
-            raise Verdict("REWARD_HACK", "%s: its outputs are wrong although the correctness trials passed: %s"
-                          % (what, c["message"]),
-                          {"kind": "timed_output_mismatch", "detail": "%s: %s" % (what, c["message"])})
-
-    def verify_stash(self):
-        """The reference on every stashed call's inputs, and the comparison."""
-        stash, self.stash, self.stash_bytes = self.stash, [], 0
-        self.unsettled = bool(stash)
-        for what, seed, got in stash:
-            _, want = self.call(self.ref, self.make_inputs(seed), what=what + " (the reference's run)")
-            self.checked_calls += 1
-            self.timed_verdict(what, compare_outputs(want, got, self.job), None)
-
-    def inputs_repeat(self):
-        """Does get_inputs() give the same inputs for the same seed?  Only
-        then may the reference's runs be deferred (inputs made again)."""
-        seed = self.fresh_seed("repeat")
-        a, b = self.make_inputs(seed), self.make_inputs(seed)
-        return all(same_tensor(x, y) if isinstance(x, torch.Tensor) else x == y for x, y in zip(a, b))
-
     def profile_calls(self):
         """The candidate's CUPTI tally of PROFILE_CALLS calls (verified
         like any other): advisory, it is the candidate process's word."""
@@ -746,22 +652,6 @@ class Judge:
         v = [x for x in (msg.get("ms") or [])[-n:] if isinstance(x, (int, float))]
         return median(v)
 
-    def reference_samples(self, n, what):
-        times = []
-        for i in range(n):
-            inputs = self.make_inputs(self.fresh_seed("ref"))
-            ms, _ = self.call(self.ref, inputs, what="%s %d" % (what, i + 1))
-            times.append(ms)
-        return times
-
-    def calibrate(self):
-        """The handshake's own cost: the reference executor's empty call
-        (arm, GO, synchronise, DONE, the judge's copy), the same
-        preparation; measured with the trusted executor only."""
-        inputs = self.make_inputs(self.fresh_seed("calibration"))
-        return [self.call(self.ref, inputs, mode="empty", what="calibration call %d" % (i + 1))[0]
-                for i in range(CALIBRATION_CALLS)]
-
     def run(self):
         self.start()
         self.set_up_buffers()
@@ -791,37 +681,10 @@ class Judge:
         msg = recv_msg(self.sup)
         if msg is None or msg.get("type") != "killed":
             os._exit(0)
-        cal = sorted(self.calibrate())
-        overhead = median(cal)
-        # The clock's resolution: the spread of the handshake's own cost.  A
-        # median below it is reported as it (below_resolution), so that
-        # noise never turns into a speedup.
-        resolution = max(0.001, cal[(3 * len(cal)) // 4] - cal[len(cal) // 4])
-
-        def net(samples):
-            st = stats([x - overhead for x in samples])
-            below = st["median_ms"] < resolution
-            st.update(median_ms=max(st["median_ms"], resolution), overhead_ms=overhead, resolution_ms=resolution,
-                      raw_median_ms=median(samples), below_resolution=below)
-            return st
-        cached = self.job.get("reference_timing")
-        if isinstance(cached, dict) and isinstance(cached.get("median_ms"), (int, float)):
-            ref = None
-            ref_stats = cached
-        else:
-            warm = max(0, int(self.job.get("num_warmup", 3)))
-            self.meta["reference_warmup_calls"] = self.warm_up(
-                lambda what: self.call(self.ref, self.make_inputs(self.fresh_seed("ref")), what=what)[0], warm,
-                "the reference's warm-up call")
-            ref = self.reference_samples(len(raw), "the reference's timed call")
-            ref_stats = net(ref)
-        kstats = net(raw)
+        kstats, ref_stats, cached = self.timing_result(raw)
         if self.gpu:
             self.meta["reference_events_ms_p50"] = self.executor_events(self.ref, len(raw))
-        if self.trace is not None:
-            self.trace.update(timed=raw, calibration=cal, reference=ref, prep_ms=self.prep_ms)
-            self.meta["clock_trace"] = self.trace
-        result.update(kernel=kstats, reference=ref_stats, reference_cached=ref is None)
+        result.update(kernel=kstats, reference=ref_stats, reference_cached=cached)
         return result
 
 

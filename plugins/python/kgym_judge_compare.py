@@ -13,6 +13,15 @@ import torch
 
 from kgym_common import dtype_name, finite
 
+
+class Verdict(Exception):
+    """The job's end, decided: raised with the result's fields."""
+
+    def __init__(self, code, message, hack=None, completed=True):
+        super().__init__(message)
+        self.code, self.message, self.hack, self.completed = code, message, hack, completed
+
+
 # Per-dtype default tolerances (kgymd-protocol(7), RESULTS): (atol, rtol).
 TOLERANCES = {
     "float64": (1e-8, 1e-8), "complex128": (1e-8, 1e-8),

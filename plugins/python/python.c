@@ -50,6 +50,9 @@
  *   max_files (256), max_processes (1024), max_file_size (64M)
  *   max_output_bytes    the most one call's outputs may take: the judge's
  *                       output area per executor (4G)
+ *   round_bytes         on a GPU, what the timing's rounds may hold: a
+ *                       round of k calls needs k calls' inputs and three
+ *                       copies of their outputs at once (8G)
  *   threads             torch.set_num_threads in the children (0: torch's
  *                       default for CPU jobs, 1 for GPU jobs, whose CPU
  *                       threads only contend with the other jobs')
@@ -130,6 +133,7 @@ static struct {
 	uint64_t memory;
 	uint64_t max_file_size;
 	uint64_t max_output_bytes;
+	uint64_t round_bytes;
 	long max_files;
 	long max_processes;
 	long threads;
@@ -431,7 +435,9 @@ py_read_config(char **ret_cause)
 	    (r = py_cfg_size("max_file_size", UINT64_C(64) << 20, UINT64_C(1) << 20,
 	    UINT64_C(1) << 40, &cfg.max_file_size, ret_cause)) < 0 ||
 	    (r = py_cfg_size("max_output_bytes", UINT64_C(4) << 30, UINT64_C(1) << 20,
-	    UINT64_C(1) << 40, &cfg.max_output_bytes, ret_cause)) < 0)
+	    UINT64_C(1) << 40, &cfg.max_output_bytes, ret_cause)) < 0 ||
+	    (r = py_cfg_size("round_bytes", UINT64_C(8) << 30, 0,
+	    UINT64_C(1) << 40, &cfg.round_bytes, ret_cause)) < 0)
 		return r;
 	if ((r = py_cfg_size("max_files", 256, 16, 65536, &u, ret_cause)) < 0)
 		return r;
@@ -583,11 +589,12 @@ py_await_hello(void)
 static json_t *
 py_limits(void)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:s, s:s, s:f}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:s, s:s, s:f}",
 	    "memory_bytes", (json_int_t)cfg.memory, "max_files", (json_int_t)cfg.max_files,
 	    "max_processes", (json_int_t)cfg.max_processes,
 	    "max_file_bytes", (json_int_t)cfg.max_file_size,
 	    "max_output_bytes", (json_int_t)cfg.max_output_bytes,
+	    "round_bytes", (json_int_t)cfg.round_bytes,
 	    "threads", (json_int_t)cfg.threads,
 	    "compile_timeout", cfg.compile_timeout, "correctness_timeout", cfg.correctness_timeout,
 	    "timing_timeout", cfg.timing_timeout, "max_timing_ms", cfg.max_timing_ms,

@@ -228,6 +228,35 @@ def test_never_done_times_out_naming_the_call():
     k.check("correctness trial 1 of 5" in (r.get("error_message") or ""), r.get("error_message"))
 
 
+def test_rounds_time_and_check_every_call():
+    """Rounds of k calls per "go" (kgym_judge_timing.py; forced here, chosen
+    on a GPU): every call of a round has inputs of its own and its outputs
+    checked; a sample is a round's time over k."""
+    r = once(tp.read(os.path.join(tp.EXAMPLES, "softmax", "torch_correct.py")), calls_per_round=4,
+             num_perf_trials=20)
+    m = r.get("metadata") or {}
+    k.check(r["correctness"] is True and m.get("calls_per_round") == 4, tp.show(r))
+    k.check(m.get("timed_rounds", 0) >= 10, "at least 10 rounds: %s" % tp.show(r))
+    # Every timed call (4 per round, the first untimed round too) is checked.
+    k.check(m.get("timed_outputs_checked", 0) >= 5 + m["candidate_warmup_calls"] + 4 * (m["timed_rounds"] + 1),
+            "every call checked: %s" % tp.show(r))
+    # Wrong on calls in the middle of rounds only (every 4th from the 11th):
+    # the round's later slots are checked as the first.
+    r = once(CALL_COUNTER % "        if self.calls > 10 and self.calls % 4 == 2:\n            out = out * 0.5",
+             calls_per_round=4, num_perf_trials=20)
+    k.check(r.get("error_code") == "REWARD_HACK" and r["metadata"]["hack"]["kind"] == "timed_output_mismatch",
+            "wrong inside rounds: %s" % tp.show(r))
+    # Inputs changed by a call inside a round.
+    r = once(CALL_COUNTER % "        if self.calls > 10 and self.calls % 4 == 3:\n            x.mul_(2)",
+             calls_per_round=4, num_perf_trials=20)
+    k.check(r.get("error_code") == "REWARD_HACK" and r["metadata"]["hack"]["kind"] == "input_mutation",
+            "an input mutated inside a round: %s" % tp.show(r))
+    for bad in (0, 33, "4", True):
+        r = once(tp.read(os.path.join(tp.EXAMPLES, "softmax", "torch_correct.py")), calls_per_round=bad)
+        k.check("calls_per_round: expected an integer from 1 to 32" in (r.get("error_message") or ""),
+                "calls_per_round %r: %s" % (bad, tp.show(r)))
+
+
 def test_candidate_cannot_blame_kgymd():
     """Once its code is loaded, the candidate's process reports failures of
     the candidate only: no SYSTEM_ERROR (kgymd's), no VALIDATION_ERROR (the
@@ -257,7 +286,7 @@ def main():
            test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
            test_wrong_at_one_trial_caught, test_outputs_poisoned, test_outputs_over_the_limit_refused,
            test_judge_death_tells_nothing_of_the_host, test_reference_out_of_memory_is_the_problems,
-           test_candidate_cannot_blame_kgymd])
+           test_candidate_cannot_blame_kgymd, test_rounds_time_and_check_every_call])
 
 
 if __name__ == "__main__":
