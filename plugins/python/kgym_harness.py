@@ -367,8 +367,8 @@ class Job:
         if cpr is not None:
             # A diagnostic (tests, bench/judge_clock.py): the timing's
             # rounds of exactly this many calls instead of the judge's choice.
-            if isinstance(cpr, bool) or not isinstance(cpr, int) or not 1 <= cpr <= 32:
-                return {"error": "calls_per_round: expected an integer from 1 to 32"}
+            if isinstance(cpr, bool) or not isinstance(cpr, int) or not 1 <= cpr <= 64:
+                return {"error": "calls_per_round: expected an integer from 1 to 64"}
             job["calls_per_round"] = cpr
         if not job["entry_point"].isidentifier():
             return {"error": "entry_point: expected a Python identifier"}

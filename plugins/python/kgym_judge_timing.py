@@ -10,7 +10,8 @@ evaluation to the next, which no subtraction removes: a 0.1 ms kernel timed
 one call per "go" repeated only within 20-180% (bench/judge_clock.py).  So
 on a GPU the timed calls are grouped into rounds of k calls between one
 "go" and one "done" (k chosen from the warm-up so that a round lasts about
-ROUND_MS, at most as many as the areas hold: [plugin.python] round_bytes);
+ROUND_MS, at most MAX_CALLS_PER_ROUND and as many as the areas hold:
+[plugin.python] round_bytes);
 the handshake and its noise are then shared by k calls.  Nothing else
 changes: every call of a round has inputs of its own, made from a fresh
 secret seed and placed, with the outputs poisoned and L2 flushed, before
@@ -33,8 +34,12 @@ WARM_WINDOW = 5                # warm-up: calls per window compared
 WARM_MAX_CALLS = 200
 WARM_MAX_MS = 1000.0
 STASH_BYTES = 1 << 30          # candidate outputs of timed calls awaiting the reference's run
-ROUND_MS = 10.0                # what a round aims at: the handshake's noise over ~10 ms of calls
-MAX_CALLS_PER_ROUND = 32
+# What a round aims at: on an H200 rounds of ~10 ms left the net medians of
+# five evaluations of a 2.7 ms matmul 1.8% apart (the calibration's own
+# per-call cost moved by 0.03 ms between them: k was 4); the handshake's
+# noise shrinks as 1/k.
+ROUND_MS = 50.0
+MAX_CALLS_PER_ROUND = 64
 HANDSHAKE_PROBES = 5           # empty calls that estimate the handshake, to choose k
 
 

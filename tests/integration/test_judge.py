@@ -251,9 +251,9 @@ def test_rounds_time_and_check_every_call():
              calls_per_round=4, num_perf_trials=20)
     k.check(r.get("error_code") == "REWARD_HACK" and r["metadata"]["hack"]["kind"] == "input_mutation",
             "an input mutated inside a round: %s" % tp.show(r))
-    for bad in (0, 33, "4", True):
+    for bad in (0, 65, "4", True):
         r = once(tp.read(os.path.join(tp.EXAMPLES, "softmax", "torch_correct.py")), calls_per_round=bad)
-        k.check("calls_per_round: expected an integer from 1 to 32" in (r.get("error_message") or ""),
+        k.check("calls_per_round: expected an integer from 1 to 64" in (r.get("error_message") or ""),
                 "calls_per_round %r: %s" % (bad, tp.show(r)))
 
 
