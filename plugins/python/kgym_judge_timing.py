@@ -12,7 +12,9 @@ on a GPU the timed calls are grouped into rounds of k calls between one
 "go" and one "done" (k chosen from the warm-up so that a round lasts about
 ROUND_MS, at most MAX_CALLS_PER_ROUND and as many as the areas hold:
 [plugin.python] round_bytes);
-the handshake and its noise are then shared by k calls.  Nothing else
+the handshake and its noise are then shared by k calls.  k is also at most
+num_perf_trials / MIN_TIMING_TRIALS: the job times about num_perf_trials
+calls, as before (KernelBench's 100 give rounds of up to 10).  Nothing else
 changes: every call of a round has inputs of its own, made from a fresh
 secret seed and placed, with the outputs poisoned and L2 flushed, before
 the round's "go"; every call's outputs are checked; a sample is a round's
@@ -57,7 +59,14 @@ class TimingPhase:
             return 1
         budget = int(self.limits.get("round_bytes", 8 << 30))
         per_call = max(1, in_bytes + 3 * out_bytes)
-        return max(1, min(MAX_CALLS_PER_ROUND, budget // per_call))
+        return max(1, min(MAX_CALLS_PER_ROUND, budget // per_call, self.max_calls_per_round()))
+
+    def max_calls_per_round(self):
+        """num_perf_trials stays the number of timed calls (what a job
+        costs): at least MIN_TIMING_TRIALS rounds of them.  (With KernelGYM's
+        10 trials: one call per round, and no areas made bigger -- making
+        and clearing 8 GiB of them cost an H200 0.1 s a task.)"""
+        return max(1, int(self.job.get("num_perf_trials") or 100) // MIN_TIMING_TRIALS)
 
     def calls_per_round(self, warm):
         """k for this job: a forced calls_per_round as it is; else from the
