@@ -14,6 +14,8 @@
  *   BAD_NO_SYMBOL   exports kgym_plugin_v1    refused: does not export kgym_plugin
  *                   instead of kgym_plugin
  *   BAD_KIND        kind 42                   refused: unknown kind
+ *   BAD_TOOLKIT_API a toolkit (ABI 1.3) with  refused: lacks operation
+ *                   no toolkit_api            'toolkit_api'
  *   DUP_SELFTEST    a good workflow plugin named "selftest" serving
  *                   "selftest_dup": loaded after the real selftest plugin it
  *                   is refused as a duplicate name; loaded alone it loads.
@@ -39,7 +41,8 @@
 
 #if defined(BAD_ABI_MAJOR) + defined(BAD_ABI_MINOR) + defined(BAD_SIZE) + \
     defined(BAD_SIGNATURE) + defined(BAD_MISSING_OP) + defined(BAD_NO_SYMBOL) + \
-    defined(BAD_KIND) + defined(DUP_SELFTEST) + defined(DUP_SERVES) != 1
+    defined(BAD_KIND) + defined(BAD_TOOLKIT_API) + defined(DUP_SELFTEST) + \
+    defined(DUP_SERVES) != 1
 #error "define exactly one of BAD_ABI_MAJOR ... DUP_SERVES"
 #endif
 
@@ -80,6 +83,10 @@
 #define PLUGIN_NAME		"bad_kind"
 #undef PLUGIN_KIND
 #define PLUGIN_KIND		((enum kgym_plugin_kind)42)
+#elif defined(BAD_TOOLKIT_API)
+#define PLUGIN_NAME		"bad_toolkit_api"
+#undef PLUGIN_KIND
+#define PLUGIN_KIND		KGYM_PLUGIN_TOOLKIT
 #elif defined(DUP_SELFTEST)
 #define PLUGIN_NAME		"selftest"
 #define PLUGIN_SERVES		"selftest_dup"

@@ -248,6 +248,8 @@ test_bad_plugins(void **state)
 		const char *reason;
 	} cases[] = {
 		{ "bad_abi_major", -EPROTO, "built for ABI 99." },
+		{ "bad_toolkit_api", -EINVAL, "toolkit plugin 'bad_toolkit_api' lacks operation "
+		    "'toolkit_api'" },
 		{ "bad_abi_minor", -EPROTO, "built for ABI 1.999, newer than kgymd's 1." },
 		{ "bad_size", -EPROTO, "struct_size 8 is smaller than ABI 1.0's" },
 		{ "bad_signature", -EPROTO, "build signature 'wrong' does not match" },
@@ -511,6 +513,70 @@ test_load_all(void **state)
 	assert_int_equal(nloaded() + nrefused(), 0);
 }
 
+/* host->toolkit: found, too old, missing, listed but not given, too small. */
+static void
+test_toolkit_lookup(void **state)
+{
+	struct selftest_api {
+		struct kgym_toolkit_api head;
+		int (*add)(int a, int b);
+	};
+	const struct selftest_api *api;
+	const struct kgym_toolkit_api *head;
+	char dir[PATH_MAX], path[PATH_MAX];
+	char *cause = NULL;
+
+	/* Nothing loaded: missing, and the cause names the API. */
+	assert_null(plugin_toolkit("selftest_api", 1, &cause));
+	assert_non_null(cause);
+	assert_non_null(strstr(cause, "no toolkit serves the 'selftest_api' API"));
+	free(cause);
+	cause = NULL;
+
+	make_dir(dir, sizeof dir, 0755);
+	copy_plugin("toolkit_selftest", dir, 0755, path, sizeof path);
+	assert_int_equal(plugin_load(path, &stub_host, &cause), 0);
+	assert_null(cause);
+
+	/* Found, at any version up to its own; the head protects the rest. */
+	head = plugin_toolkit("selftest_api", 3, &cause);
+	assert_non_null(head);
+	assert_null(cause);
+	assert_int_equal(head->version, 3);
+	api = (const struct selftest_api *)(const void *)head;
+	assert_true(KGYM_TOOLKIT_HAS(api, add));
+	assert_int_equal(api->add(2, 3), 5);
+	assert_ptr_equal(plugin_toolkit("selftest_api", 0, NULL), head);
+
+	/* Too old for the caller: refused, saying both versions. */
+	assert_null(plugin_toolkit("selftest_api", 4, &cause));
+	assert_non_null(cause);
+	if (strstr(cause, "at version 3; version 4 or later is needed") == NULL)
+		fail_msg("cause: %s", cause);
+	free(cause);
+	cause = NULL;
+
+	/* Listed in serves, but no struct behind it; and a struct too small. */
+	assert_null(plugin_toolkit("selftest_none", 1, &cause));
+	assert_non_null(strstr(cause, "lists the 'selftest_none' API but gives none"));
+	free(cause);
+	cause = NULL;
+	assert_null(plugin_toolkit("selftest_small", 1, &cause));
+	assert_non_null(strstr(cause, "smaller than its head"));
+	free(cause);
+	cause = NULL;
+
+	/* Missing, with the toolkit loaded; and a NULL ret_cause is allowed. */
+	assert_null(plugin_toolkit("nosuch", 1, &cause));
+	assert_non_null(strstr(cause, "'nosuch'"));
+	free(cause);
+	assert_null(plugin_toolkit("nosuch", 1, NULL));
+
+	/* A toolkit is no backend or workflow. */
+	assert_null(plugin_find_backend("selftest_api"));
+	assert_null(plugin_find_workflow("selftest_api"));
+}
+
 static void
 test_kind_names(void **state)
 {
@@ -540,6 +606,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_not_a_plugin, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_init_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load_all, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_toolkit_lookup, setup, teardown),
 		cmocka_unit_test(test_kind_names),
 	};
 	const char *builddir = getenv("KGYM_BUILDDIR");
