@@ -37,6 +37,19 @@ def plugin_path(name):
     return os.path.join(k.builddir(), "plugins", ".libs", name + ".so")
 
 
+# Toolkits a backend asks for in prepare() (kgym-plugin(3), TOOLKITS): copied
+# beside it, since without them it fails closed and takes no job.
+TOOLKITS = {"nvrtc": ("compare",)}
+
+
+def with_toolkits(names):
+    """names, and the toolkits the backends among them need, once each."""
+    out = list(names)
+    for name in names:
+        out += [t for t in TOOLKITS.get(name, ()) if t not in out]
+    return out
+
+
 def have_nvrtc():
     return os.path.exists(plugin_path("nvrtc"))
 
@@ -47,7 +60,7 @@ class NativeDaemon(k.Daemon):
 
     def __init__(self, names, **kw):
         self.pdir = tempfile.mkdtemp(prefix="kgym-plugins-")
-        for name in names:
+        for name in with_toolkits(names):
             if not os.path.exists(plugin_path(name)):
                 raise k.Skip("%s was not built" % plugin_path(name))
             dst = os.path.join(self.pdir, name + ".so")
