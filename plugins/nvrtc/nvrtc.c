@@ -27,7 +27,8 @@
  *   guard    = yes|no  tensors in guarded allocations (default yes)
  *   sm_clock = yes|no  sample the SM clock through NVML (default yes)
  *   profile, profile_during_timing, profile_calls, cupti_library: CUPTI
- *              (profile.c, nvrtc_internal.h says what each does)
+ *              through the cupti toolkit (profile.c, nvrtc_internal.h says
+ *              what each does); without that toolkit, events alone
  */
 #include "config.h"
 
@@ -148,7 +149,8 @@ nvrtc_prepare(char **ret_cause)
 	if ((r = device_prepare(nvrtc_config_bool("guard", true),
 	    nvrtc_config_bool("sm_clock", true), ret_cause)) < 0)
 		return r;
-	/* CUPTI before the sandbox too; without it, timing uses events alone. */
+	/* CUPTI (the cupti toolkit) before the sandbox too; without it, timing
+	 * uses events alone. */
 	if (nvdev.ready)
 		profile_prepare();
 	return 0;
@@ -181,8 +183,8 @@ static const char *const nvrtc_serves[] = { "nvrtc", NULL };
  * prepare() or through calls the GPU set has (ioctl, mmap).  To be
  * confirmed with strace -f on a GPU worker running an evaluate job
  * (cuMemCreate/cuMemMap, module loads, NVML's clock query); any addition
- * goes here, one name per line, with why.  CUPTI (profile.c) is set up in
- * prepare(), its worker thread included; what it calls later is expected
+ * goes here, one name per line, with why.  CUPTI (the cupti toolkit,
+ * driven by profile.c) is set up in prepare(), its worker thread included; what it calls later is expected
  * to be within the GPU set (ioctl, mmap, futex, clock_nanosleep) --
  * learn-syscalls with CUPTI on is what confirms it.
  */

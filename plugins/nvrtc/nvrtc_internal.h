@@ -829,8 +829,9 @@ int	profdata_detect(const struct profdata *pd, struct detect_profile *ret);
 
 /* ==== profile.c: CUPTI in the GPU worker ====
  *
- * libcupti is dlopen()ed in prepare(), before the sandbox; a worker
- * without it (or where it fails its self-test) reports
+ * CUPTI is the cupti toolkit's (kgym/cupti.h), started in prepare(),
+ * before the sandbox, with a sink that feeds profdata; a worker without
+ * the toolkit or libcupti (or where it fails its self-test) reports
  * metadata.profiling = "unavailable: <why>" and times with events alone.
  * Every function here is a no-op when profiling is not available, so the
  * hooks in timing.c, evaluate.c and verdict.c need no conditions.  Ownership: the

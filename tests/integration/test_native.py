@@ -37,9 +37,10 @@ def plugin_path(name):
     return os.path.join(k.builddir(), "plugins", ".libs", name + ".so")
 
 
-# Toolkits a backend asks for in prepare() (kgym-plugin(3), TOOLKITS): copied
-# beside it, since without them it fails closed and takes no job.
-TOOLKITS = {"nvrtc": ("compare",)}
+# Toolkits a backend asks for in prepare() (kgym-plugin(3), TOOLKITS), copied
+# beside it: without compare nvrtc fails closed and takes no job; without
+# cupti it times with events alone.
+TOOLKITS = {"nvrtc": ("compare", "cupti")}
 
 
 def with_toolkits(names):

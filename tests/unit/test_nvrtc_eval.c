@@ -219,6 +219,24 @@ test_prepare_needs_compare(void **state)
 	nvrtc_compare = &rules_api;
 }
 
+/*
+ * Without the cupti toolkit the backend still works: profiling is
+ * "unavailable", naming the toolkit, and timing uses events alone.
+ * (fake_host.toolkit serves only "compare".)
+ */
+static void
+test_profile_needs_cupti(void **state)
+{
+	profile_prepare();
+	assert_false(profile_available());
+	if (strstr(profile_status(), "unavailable: no 'cupti' toolkit: no toolkit serves the "
+	    "'cupti' API") == NULL)
+		fail_msg("status: %s", profile_status());
+	assert_int_equal(profile_extra_calls(), 0);
+	profile_fini();
+	assert_non_null(strstr(profile_status(), "off: "));
+}
+
 /* ------------------------------------------------------------ helpers.c */
 
 static void
@@ -1292,6 +1310,7 @@ main(void)
 		cmocka_unit_test(test_prepare_needs_compare),
 	};
 	const struct CMUnitTest eval_tests[] = {
+		cmocka_unit_test(test_profile_needs_cupti),
 		cmocka_unit_test(test_eval_correct),
 		cmocka_unit_test(test_eval_wrong_element),
 		cmocka_unit_test(test_eval_half_written),
