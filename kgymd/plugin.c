@@ -732,20 +732,23 @@ plugin_toolkit(const char *name, uint32_t min_version, char **ret_cause)
 		goto refuse;
 	}
 	if ((get = PLUGIN_OP(pl, toolkit_api)) == NULL || (api = get(name)) == NULL) {
-		why = reasonf("toolkit '%s' (%s) lists the '%s' API but gives none",
-		    pl->p->name, pl->path, name);
+		why = reasonf("toolkit '%s' lists the '%s' API but gives none",
+		    pl->p->name, name);
 		goto refuse;
 	}
-	/* The head protects the rest: nothing past it is read by us. */
+	/*
+	 * The head protects the rest: nothing past it is read by us.  Causes
+	 * name no path: a backend may hand them on to clients in results.
+	 */
 	if (api->struct_size < sizeof *api) {
 		why = reasonf("toolkit '%s' gives a '%s' API of %u bytes, smaller "
 		    "than its head", pl->p->name, name, api->struct_size);
 		goto refuse;
 	}
 	if (api->version < min_version) {
-		why = reasonf("toolkit '%s' version %s (%s) serves the '%s' API at "
-		    "version %u; version %u or later is needed", pl->p->name, pl->p->version,
-		    pl->path, name, api->version, min_version);
+		why = reasonf("toolkit '%s' version %s serves the '%s' API at version %u; "
+		    "version %u or later is needed", pl->p->name, pl->p->version, name,
+		    api->version, min_version);
 		goto refuse;
 	}
 	return api;
