@@ -570,11 +570,21 @@ test_toolkit_lookup(void **state)
 	assert_null(plugin_toolkit("nosuch", 1, &cause));
 	assert_non_null(strstr(cause, "'nosuch'"));
 	free(cause);
+	cause = NULL;
 	assert_null(plugin_toolkit("nosuch", 1, NULL));
 
 	/* A toolkit is no backend or workflow. */
 	assert_null(plugin_find_backend("selftest_api"));
 	assert_null(plugin_find_workflow("selftest_api"));
+
+	/* A toolkit built for ABI 1.2 still loads, and offers nothing. */
+	copy_plugin("old_toolkit", dir, 0755, path, sizeof path);
+	if (plugin_load(path, &stub_host, &cause) != 0)
+		fail_msg("old_toolkit refused: %s", cause);
+	assert_null(cause);
+	assert_null(plugin_toolkit("old_api", 0, &cause));
+	assert_non_null(strstr(cause, "toolkit 'old_toolkit' lists the 'old_api' API but gives none"));
+	free(cause);
 }
 
 static void
