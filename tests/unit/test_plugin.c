@@ -2,10 +2,12 @@
  * test_plugin.c -- unit tests of the plugin loader (kgymd/plugin.c).
  *
  * Loads the test-only plugins of tests/plugins/ (bad_plugins.c, built as
- * bad_*.so, dup_selftest.so and dup_serves.so) with a stub host table and checks that each
+ * bad_*.so, dup_selftest.so, dup_serves.so and old_toolkit.so, and
+ * toolkit_selftest.so) with a stub host table and checks that each
  * is refused for its own reason, that unsafe files and directories are
- * refused before dlopen(), that duplicates are refused, and that a good
- * plugin loads, is found, is described and is unloaded with fini().
+ * refused before dlopen(), that duplicates are refused, that a good
+ * plugin loads, is found, is described and is unloaded with fini(), and
+ * that host->toolkit (plugin_toolkit) finds a toolkit's API or says why not.
  *
  * The plugins come from $KGYM_BUILDDIR/tests/plugins/.libs (default ../..,
  * the build root seen from tests/unit).  Each test copies what it needs into
