@@ -149,10 +149,12 @@ def daemon(args, n):
     conf = {"interpreter": args.python, "compile_timeout": "300", "correctness_timeout": "300",
             "timing_timeout": "300"}
     d = tp.PyDaemon(python_conf=conf, gpus=gl, kgymd_conf="\n".join(kconf), workers_conf="\n".join(wconf))
-    # The native backend beside the python one, in the same plugin directory.
-    dst = os.path.join(d.pdir, "nvrtc.so")
-    shutil.copyfile(tn.plugin_path("nvrtc"), dst)
-    os.chmod(dst, 0o755)
+    # The native backend (and its toolkits) beside the python one, in the same
+    # plugin directory.
+    for name in tn.with_toolkits(["nvrtc"]):
+        dst = os.path.join(d.pdir, name + ".so")
+        shutil.copyfile(tn.plugin_path(name), dst)
+        os.chmod(dst, 0o755)
     return d
 
 

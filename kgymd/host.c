@@ -122,6 +122,7 @@ static const struct kgym_host host = {
 	.job_run = host_job_run,
 	.gpu_arch = pool_gpu_arch,
 	.task_time_left = host_task_time_left,
+	.toolkit = plugin_toolkit,
 	/* gpu_lock and phase exist only inside workers. */
 };
 

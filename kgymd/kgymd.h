@@ -484,6 +484,12 @@ void	plugin_vlog(const struct kgym_plugin_handle *self, int level, const char *f
 	    va_list ap);
 const char *plugin_config_value(const struct config *config,
 	    const struct kgym_plugin_handle *self, const char *key);
+/*
+ * host->toolkit: the API `name` of a loaded toolkit, at least min_version,
+ * or NULL with a malloc'd *ret_cause (kgym/toolkit.h).
+ */
+const struct kgym_toolkit_api *plugin_toolkit(const char *name, uint32_t min_version,
+	    char **ret_cause);
 /* Load only plugins of these kinds (bits 1 << KGYM_PLUGIN_*); others are skipped. */
 void	plugin_only_kinds(unsigned int mask);
 /* A backend's documented seccomp additions (ABI 1.1), or NULL. */

@@ -436,6 +436,10 @@ plugin_check_ops(const struct plugin *pl, char **ret_reason)
 			missing = "prepare";
 		else if (PLUGIN_OP(pl, run) == NULL)
 			missing = "run";
+	} else if (pl->p->kind == KGYM_PLUGIN_TOOLKIT) {
+		/* Before 1.3 a toolkit had no way to give an API: it loads, unused. */
+		if (PLUGIN_HAS(pl, toolkit_api) && pl->p->toolkit_api == NULL)
+			missing = "toolkit_api";
 	}
 	if (missing != NULL) {
 		*ret_reason = reasonf("%s plugin '%s' lacks operation '%s'",
@@ -710,20 +714,83 @@ plugin_syscalls(const struct plugin *pl)
 	return PLUGIN_OP(pl, syscalls);
 }
 
-void
-plugin_unload_all(void)
+const struct kgym_toolkit_api *
+plugin_toolkit(const char *name, uint32_t min_version, char **ret_cause)
 {
+	const struct kgym_toolkit_api *(*get)(const char *);
+	const struct kgym_toolkit_api *api;
 	struct plugin *pl;
-	struct plugin_refusal *r;
+	char *why;
 
-	/* Reverse order, so a plugin never outlives one loaded before it. */
-	while ((pl = TAILQ_LAST(&plugins, plugin_list)) != NULL) {
+	if (name == NULL) {
+		why = reasonf("toolkit API without a name");
+		goto refuse;
+	}
+	if ((pl = plugin_find_serving(KGYM_PLUGIN_TOOLKIT, name)) == NULL) {
+		why = reasonf("no toolkit serves the '%s' API (kgymctl plugins lists the "
+		    "plugins loaded from plugin_dir, and those refused, with why)", name);
+		goto refuse;
+	}
+	if ((get = PLUGIN_OP(pl, toolkit_api)) == NULL || (api = get(name)) == NULL) {
+		why = reasonf("toolkit '%s' lists the '%s' API but gives none",
+		    pl->p->name, name);
+		goto refuse;
+	}
+	/*
+	 * The head protects the rest: nothing past it is read by us.  Causes
+	 * name no path: a backend may hand them on to clients in results.
+	 */
+	if (api->struct_size < sizeof *api) {
+		why = reasonf("toolkit '%s' gives a '%s' API of %u bytes, smaller "
+		    "than its head", pl->p->name, name, api->struct_size);
+		goto refuse;
+	}
+	if (api->version < min_version) {
+		why = reasonf("toolkit '%s' version %s serves the '%s' API at version %u; "
+		    "version %u or later is needed", pl->p->name, pl->p->version, name,
+		    api->version, min_version);
+		goto refuse;
+	}
+	return api;
+
+refuse:
+	if (ret_cause != NULL)
+		*ret_cause = why;
+	else
+		free(why);
+	return NULL;
+}
+
+/* Unload, in reverse order, the plugins whose kind is (or is not) `kind`. */
+static void
+plugin_unload_kind(enum kgym_plugin_kind kind, bool match)
+{
+	struct plugin *pl, *prev;
+
+	for (pl = TAILQ_LAST(&plugins, plugin_list); pl != NULL; pl = prev) {
+		prev = TAILQ_PREV(pl, plugin_list, entry);
+		if ((pl->p->kind == kind) != match)
+			continue;
 		TAILQ_REMOVE(&plugins, pl, entry);
 		if (pl->initialised)
 			pl->p->fini();
 		dlclose(pl->dl);
 		plugin_free(pl);
 	}
+}
+
+void
+plugin_unload_all(void)
+{
+	struct plugin_refusal *r;
+
+	/*
+	 * Reverse order, so a plugin never outlives one loaded before it; and
+	 * toolkits last, whatever their file names, because other plugins hold
+	 * pointers to their APIs until their own fini().
+	 */
+	plugin_unload_kind(KGYM_PLUGIN_TOOLKIT, false);
+	plugin_unload_kind(KGYM_PLUGIN_TOOLKIT, true);
 	while ((r = TAILQ_FIRST(&refusals)) != NULL) {
 		TAILQ_REMOVE(&refusals, r, entry);
 		free(r->path);

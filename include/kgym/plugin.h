@@ -35,6 +35,10 @@
  *   1.2  host->task_time_left: the task's deadline, which the daemon owns,
  *        for workflows to hand down to their jobs (ARCHITECTURE.md,
  *        "Who owns which clock").
+ *   1.3  toolkits for real: the plugin field `toolkit_api` (required of a
+ *        toolkit built for 1.3 or later) hands out the APIs a toolkit
+ *        serves (kgym/toolkit.h); host->toolkit finds one for a backend,
+ *        in the daemon and in workers, which now load toolkits too.
  */
 #ifndef KGYM_PLUGIN_H
 #define KGYM_PLUGIN_H
@@ -44,12 +48,14 @@
 
 #include <jansson.h>
 
+#include "kgym/toolkit.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define KGYM_PLUGIN_ABI_MAJOR	1
-#define KGYM_PLUGIN_ABI_MINOR	2
+#define KGYM_PLUGIN_ABI_MINOR	3
 
 /* The one symbol a plugin exports. */
 #define KGYM_PLUGIN_SYMBOL	"kgym_plugin"
@@ -69,7 +75,7 @@ extern "C" {
 
 enum kgym_plugin_kind {
 	KGYM_PLUGIN_BACKEND = 1,	/* runs candidates, inside kgymd-worker */
-	KGYM_PLUGIN_TOOLKIT = 2,	/* correctness/timing/profiling helpers, in workers */
+	KGYM_PLUGIN_TOOLKIT = 2,	/* evaluation pieces backends use (ABI 1.3), everywhere */
 	KGYM_PLUGIN_WORKFLOW = 3,	/* drives a task, in the daemon (parent) */
 };
 
@@ -209,6 +215,20 @@ struct kgym_host {
 	 * the phase.
 	 */
 	double (*task_time_left)(const struct kgym_task *task);
+
+	/* --- ABI 1.3 --- */
+
+	/*
+	 * Any plugin, in the daemon and in workers: the API `name` of a loaded
+	 * toolkit (kgym/toolkit.h), if its version is at least `min_version`.
+	 * NULL otherwise, with *ret_cause (host->alloc'd; may be NULL) naming
+	 * the API and saying why: no toolkit serves it, or the one that does
+	 * is older.  Backends ask in prepare() and fail closed there when a
+	 * toolkit they need is missing.  The API stays valid while the process
+	 * runs (toolkits are unloaded after every other kind).
+	 */
+	const struct kgym_toolkit_api *(*toolkit)(const char *name, uint32_t min_version,
+	    char **ret_cause);
 };
 
 /*
@@ -282,6 +302,15 @@ struct kgym_plugin {
 	 * set, NULL-terminated names, each documented in the plugin.  NULL: none.
 	 */
 	const char *const *syscalls;
+
+	/* --- ABI 1.3 --- */
+
+	/*
+	 * Toolkits (required of one built for 1.3 or later): the API struct
+	 * for `name`, one of this plugin's `serves`, or NULL.  Called after
+	 * init(); the struct must stay valid until fini().
+	 */
+	const struct kgym_toolkit_api *(*toolkit_api)(const char *name);
 };
 
 #ifdef __cplusplus

@@ -181,14 +181,21 @@ worker_load_backends(void)
 	char *cause;
 	size_t i = 0;
 
-	plugin_only_kinds(1u << KGYM_PLUGIN_BACKEND);
+	/*
+	 * Toolkits too: backends reach them through host->toolkit in
+	 * prepare(), which comes after every plugin is loaded, so the order of
+	 * the files in plugin_dir does not matter.
+	 */
+	plugin_only_kinds(1u << KGYM_PLUGIN_BACKEND | 1u << KGYM_PLUGIN_TOOLKIT);
 	plugin_load_all(kgymd_config->plugin_dir, whost_table());
 	list = plugin_loaded();
 	TAILQ_FOREACH(pl, list, entry)
-		nbackends++;
+		nbackends += pl->p->kind == KGYM_PLUGIN_BACKEND;
 	if (nbackends > 0 && (backends = calloc(nbackends, sizeof *backends)) == NULL)
 		worker_die("out of memory");
 	TAILQ_FOREACH(pl, list, entry) {
+		if (pl->p->kind != KGYM_PLUGIN_BACKEND)
+			continue;
 		cause = NULL;
 		backends[i].plugin = pl;
 		if (pl->p->prepare(&cause) < 0) {

@@ -6,7 +6,7 @@
  * the worker's name), gpu_lock blocks on a LOCK/GRANTED exchange with the
  * parent's per-GPU lock, and phase tells the parent to start the next
  * phase's deadline.  Task and job functions are NULL here: they belong to
- * workflows, in the daemon.
+ * workflows, in the daemon.  toolkit is the loader's, as in the daemon.
  */
 #include "config.h"
 
@@ -109,6 +109,8 @@ static const struct kgym_host whost = {
 	.config_get = whost_config_get,
 	.gpu_lock = whost_gpu_lock,
 	.phase = whost_phase,
+	/* Toolkits load in workers too: backends find them here in prepare(). */
+	.toolkit = plugin_toolkit,
 };
 
 const struct kgym_host *

@@ -91,7 +91,7 @@ call_prepare(struct evaluate *ev, uint64_t seed, size_t init_index, bool hash,
     char **ret_cause)
 {
 	const struct spec_problem *pb = &ev->spec->problem;
-	CUdeviceptr hslot = ev->slots.ptr + ev->sev->noutputs * sizeof(struct helpers_cmp);
+	CUdeviceptr hslot = ev->slots.ptr + ev->sev->noutputs * sizeof(struct kgym_compare_stats);
 	size_t i;
 	int error;
 
@@ -214,7 +214,7 @@ call_alloc(struct evaluate *ev, char **ret_cause)
 	size_t slots;
 	int error;
 
-	slots = pb->noutputs * sizeof(struct helpers_cmp) + (pb->ninputs + 1) * sizeof(uint64_t);
+	slots = pb->noutputs * sizeof(struct kgym_compare_stats) + (pb->ninputs + 1) * sizeof(uint64_t);
 	if ((error = device_buf_alloc(slots, &ev->slots, &cause)) < 0) {
 		*ret_cause = cause;
 		return error;

@@ -105,7 +105,7 @@ struct detect {
 	size_t ninputs, noutputs;
 	unsigned int ref_trials;	/* reference trials tracked */
 	unsigned int ref_trials_first;	/* ... of them on the first size set (as trial 0) */
-	/* Device slots: a hash per output, then a helpers_cmp per (output, input). */
+	/* Device slots: a hash per output, then a kgym_compare_stats per (output, input). */
 	struct device_buf slots;
 	unsigned char *host_slots;
 	/* Reference repeat: -1 not run, 0 differs beyond tolerance, 1 within. */
@@ -407,7 +407,7 @@ detect_hack(struct evaluate *ev, const char *kind, const char *detail)
 static size_t
 detect_cmp_offset(const struct detect *d, size_t o, size_t i)
 {
-	return d->noutputs * sizeof(uint64_t) + (o * d->ninputs + i) * sizeof(struct helpers_cmp);
+	return d->noutputs * sizeof(uint64_t) + (o * d->ninputs + i) * sizeof(struct kgym_compare_stats);
 }
 
 /* The per-output state and the device slots, at the first trial. */
@@ -491,7 +491,7 @@ detect_track_outputs(struct evaluate *ev, size_t trial, char **ret_cause)
 {
 	struct detect *d = ev->det;
 	const struct spec_problem *pb = &ev->spec->problem;
-	struct helpers_cmp cmp;
+	struct kgym_compare_stats cmp;
 	size_t o, i, es;
 	uint64_t j, pos;
 	double v;

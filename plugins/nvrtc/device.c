@@ -538,7 +538,7 @@ device_compare(const struct device_buf *got, const struct device_buf *expected,
 	int dt = (int)dtype, error;
 	void *args[] = { &g, &e, &n, &dt, &atol, &rtol, &r };
 
-	if ((error = device_zero(slot, sizeof(struct helpers_cmp), ret_cause)) < 0)
+	if ((error = device_zero(slot, sizeof(struct kgym_compare_stats), ret_cause)) < 0)
 		return error;
 	return device_launch(nvdev.k_compare, "kg_compare", numel, args, ret_cause);
 }

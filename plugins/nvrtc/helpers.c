@@ -13,9 +13,9 @@
  *   kg_poison   NaNs with random payloads for floating outputs, random
  *               bits for integer ones, 2..255 for bool: an element the
  *               candidate does not write cannot match;
- *   kg_compare  the tolerance check (kgymd-protocol(7)), |got - expected| <= atol + rtol *
- *               |expected|, NaN/Inf where the expected value is finite
- *               failing, integers exact, with error statistics;
+ *   kg_compare  the output rule, which is not ours but the compare
+ *               toolkit's (kgym/compare.h): its text is compiled in after
+ *               ours, so every backend judges by the same rule;
  *   kg_hash     a keyed 64-bit hash of a buffer (inputs must not change);
  *   kg_flush    writes a buffer twice the L2's size (cold cache per call);
  *   kg_scrub    zeroes every SM's shared memory between programs.
@@ -41,7 +41,14 @@ _Static_assert(SPEC_FLOAT64 == 0 && SPEC_FLOAT32 == 1 && SPEC_FLOAT16 == 2 &&
     SPEC_INT8 == 7 && SPEC_UINT8 == 8 && SPEC_BOOL == 9, "kg_* dtype codes");
 _Static_assert(SPEC_INIT_NORMAL == 0 && SPEC_INIT_UNIFORM == 1 && SPEC_INIT_RANDINT == 2,
     "kg_init kind codes");
-_Static_assert(sizeof(struct helpers_cmp) == 40, "kg_cmp layout");
+_Static_assert(sizeof(struct kgym_compare_stats) == 40, "kg_compare's slot layout");
+/* The compare toolkit takes our dtype codes as they are. */
+#define HELPERS_SAME_DTYPE(t)	((int)SPEC_##t == (int)KGYM_DTYPE_##t)
+_Static_assert(HELPERS_SAME_DTYPE(FLOAT64) && HELPERS_SAME_DTYPE(FLOAT32) &&
+    HELPERS_SAME_DTYPE(FLOAT16) && HELPERS_SAME_DTYPE(BFLOAT16) &&
+    HELPERS_SAME_DTYPE(INT64) && HELPERS_SAME_DTYPE(INT32) &&
+    HELPERS_SAME_DTYPE(INT16) && HELPERS_SAME_DTYPE(INT8) &&
+    HELPERS_SAME_DTYPE(UINT8) && HELPERS_SAME_DTYPE(BOOL), "kgym_dtype codes");
 
 static const char helpers_src[] =
 "typedef unsigned long long u64;\n"
@@ -49,7 +56,6 @@ static const char helpers_src[] =
 "typedef unsigned int u32;\n"
 "typedef unsigned short u16;\n"
 "enum { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };\n"
-"struct kg_cmp { u64 mismatches, nonfinite, first_bad_inv, max_abs, max_rel; };\n"
 "\n"
 "__device__ __forceinline__ u64 kg_mix(u64 z)\n"
 "{\n"
@@ -71,12 +77,6 @@ static const char helpers_src[] =
 "	asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
 "	return h;\n"
 "}\n"
-"__device__ __forceinline__ float kg_h2f(u16 h)\n"
-"{\n"
-"	float f;\n"
-"	asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
-"	return f;\n"
-"}\n"
 "__device__ __forceinline__ u16 kg_f2bf(float f)\n"
 "{\n"
 "	u32 x = __float_as_uint(f);\n"
@@ -85,7 +85,6 @@ static const char helpers_src[] =
 "	x += 0x7fffu + ((x >> 16) & 1u);\n"
 "	return (u16)(x >> 16);\n"
 "}\n"
-"__device__ __forceinline__ float kg_bf2f(u16 b) { return __uint_as_float((u32)b << 16); }\n"
 "\n"
 "__device__ __forceinline__ void kg_store_f(void *p, u64 i, int dt, double v)\n"
 "{\n"
@@ -106,25 +105,6 @@ static const char helpers_src[] =
 "	case U8: ((unsigned char *)p)[i] = (unsigned char)v; break;\n"
 "	case BOOL: ((unsigned char *)p)[i] = v != 0; break;\n"
 "	default: kg_store_f(p, i, dt, (double)v); break;\n"
-"	}\n"
-"}\n"
-"__device__ __forceinline__ double kg_load_f(const void *p, u64 i, int dt)\n"
-"{\n"
-"	switch (dt) {\n"
-"	case F64: return ((const double *)p)[i];\n"
-"	case F32: return ((const float *)p)[i];\n"
-"	case F16: return kg_h2f(((const u16 *)p)[i]);\n"
-"	default: return kg_bf2f(((const u16 *)p)[i]);\n"
-"	}\n"
-"}\n"
-"__device__ __forceinline__ i64 kg_load_i(const void *p, u64 i, int dt)\n"
-"{\n"
-"	switch (dt) {\n"
-"	case I64: return ((const i64 *)p)[i];\n"
-"	case I32: return ((const int *)p)[i];\n"
-"	case I16: return ((const short *)p)[i];\n"
-"	case I8: return ((const signed char *)p)[i];\n"
-"	default: return ((const unsigned char *)p)[i];	/* U8, BOOL: the byte as is */\n"
 "	}\n"
 "}\n"
 "\n"
@@ -187,75 +167,6 @@ static const char helpers_src[] =
 "	for (int o = 16; o > 0; o >>= 1)\n"
 "		v += __shfl_down_sync(0xffffffffu, v, o);\n"
 "	return v;\n"
-"}\n"
-"__device__ __forceinline__ u64 kg_warp_max(u64 v)\n"
-"{\n"
-"	for (int o = 16; o > 0; o >>= 1) {\n"
-"		u64 w = __shfl_down_sync(0xffffffffu, v, o);\n"
-"		v = w > v ? w : v;\n"
-"	}\n"
-"	return v;\n"
-"}\n"
-"\n"
-"/* Every thread reaches the shuffles: blockDim.x is a multiple of 32. */\n"
-"extern \"C\" __global__ void kg_compare(const void *got, const void *exp, u64 n, int dt,\n"
-"    double atol, double rtol, struct kg_cmp *res)\n"
-"{\n"
-"	u64 bad = 0, nonfinite = 0, first_inv = 0, i;\n"
-"	double mabs = 0.0, mrel = 0.0;\n"
-"\n"
-"	for (i = kg_tid(); i < n; i += kg_stride()) {\n"
-"		bool ok;\n"
-"\n"
-"		if (dt >= I64) {\n"
-"			i64 g = kg_load_i(got, i, dt), e = kg_load_i(exp, i, dt);\n"
-"			double d = fabs((double)g - (double)e);\n"
-"\n"
-"			ok = g == e;\n"
-"			mabs = fmax(mabs, d);\n"
-"			if (e != 0)\n"
-"				mrel = fmax(mrel, d / fabs((double)e));\n"
-"		} else {\n"
-"			double g = kg_load_f(got, i, dt), e = kg_load_f(exp, i, dt);\n"
-"\n"
-"			if (isnan(e)) {\n"
-"				ok = isnan(g);\n"
-"			} else if (isinf(e)) {\n"
-"				ok = g == e;\n"
-"			} else if (!isfinite(g)) {\n"
-"				ok = false;\n"
-"				nonfinite++;\n"
-"			} else {\n"
-"				double d = fabs(g - e);\n"
-"\n"
-"				ok = d <= atol + rtol * fabs(e);\n"
-"				mabs = fmax(mabs, d);\n"
-"				if (e != 0.0)\n"
-"					mrel = fmax(mrel, d / fabs(e));\n"
-"			}\n"
-"		}\n"
-"		if (!ok) {\n"
-"			bad++;\n"
-"			if (first_inv == 0)\n"
-"				first_inv = ~i;	/* the loop visits i in increasing order */\n"
-"		}\n"
-"	}\n"
-"	bad = kg_warp_sum(bad);\n"
-"	nonfinite = kg_warp_sum(nonfinite);\n"
-"	first_inv = kg_warp_max(first_inv);\n"
-"	mabs = __longlong_as_double((i64)kg_warp_max((u64)__double_as_longlong(mabs)));\n"
-"	mrel = __longlong_as_double((i64)kg_warp_max((u64)__double_as_longlong(mrel)));\n"
-"	if ((threadIdx.x & 31) != 0)\n"
-"		return;\n"
-"	if (bad != 0)\n"
-"		atomicAdd(&res->mismatches, bad);\n"
-"	if (nonfinite != 0)\n"
-"		atomicAdd(&res->nonfinite, nonfinite);\n"
-"	if (first_inv != 0)\n"
-"		atomicMax(&res->first_bad_inv, first_inv);\n"
-"	/* Non-negative doubles order like their bit patterns. */\n"
-"	atomicMax(&res->max_abs, (u64)__double_as_longlong(mabs));\n"
-"	atomicMax(&res->max_rel, (u64)__double_as_longlong(mrel));\n"
 "}\n"
 "\n"
 "/* Sum over the 8-byte words of a keyed bijection of (word, index); the\n"
@@ -332,12 +243,25 @@ helpers_compile(const char *arch, unsigned char **ret_cubin, size_t *ret_size,
 	nvrtcProgram prog = NULL;
 	unsigned char *cubin;
 	nvrtcResult rc;
+	char *src;
 	size_t size;
 	int error;
 
+	if (nvrtc_compare == NULL) {
+		if (asprintf(ret_cause, "trusted helper kernels: no compare toolkit, so no "
+		    "%s", KGYM_COMPARE_KERNEL) < 0)
+			*ret_cause = NULL;
+		return -ENOENT;
+	}
+	/* One program, one module: the toolkit's names cannot clash with ours (kgc_). */
+	if (asprintf(&src, "%s\n%s", helpers_src, nvrtc_compare->kernel_source()) < 0) {
+		*ret_cause = strdup("out of memory for the helpers' source");
+		return -ENOMEM;
+	}
 	snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-	if ((rc = nvrtcCreateProgram(&prog, helpers_src, "kgymd_helpers.cu", 0, NULL,
-	    NULL)) != NVRTC_SUCCESS)
+	rc = nvrtcCreateProgram(&prog, src, "kgymd_helpers.cu", 0, NULL, NULL);
+	free(src);	/* NVRTC keeps its own copy */
+	if (rc != NVRTC_SUCCESS)
 		return helpers_nvrtc_fail(rc, NULL, "nvrtcCreateProgram", ret_cause);
 	if ((rc = nvrtcCompileProgram(prog, 2, opts)) != NVRTC_SUCCESS) {
 		error = helpers_nvrtc_fail(rc, prog, archopt, ret_cause);

@@ -12,9 +12,12 @@
  *               timing (evaluate.c, the job, over call.c, the calls,
  *               and verdict.c, the verdicts; timing.c, device.c).
  *
- * prepare() runs before the sandbox: in a GPU worker it finds the context
- * the worker made current and compiles and loads kgymd's helper kernels
- * (device.c); in a CPU worker it does nothing, since compiling needs no GPU.
+ * prepare() runs before the sandbox: it finds the compare toolkit
+ * (kgym/compare.h), without which it fails, since every verdict is that
+ * toolkit's rule; in a GPU worker it finds the context the worker made
+ * current and compiles and loads kgymd's helper kernels, the toolkit's
+ * kg_compare among them (device.c); in a CPU worker it does no more, since
+ * compiling needs no GPU.
  *
  * [plugin.nvrtc] keys:
  *   compile_sandbox = yes|no  NVRTC runs in a thread that can open only the
@@ -24,7 +27,8 @@
  *   guard    = yes|no  tensors in guarded allocations (default yes)
  *   sm_clock = yes|no  sample the SM clock through NVML (default yes)
  *   profile, profile_during_timing, profile_calls, cupti_library: CUPTI
- *              (profile.c, nvrtc_internal.h says what each does)
+ *              through the cupti toolkit (profile.c, nvrtc_internal.h says
+ *              what each does); without that toolkit, events alone
  */
 #include "config.h"
 
@@ -41,6 +45,7 @@
 
 const struct kgym_host *nvrtc_host;
 const struct kgym_plugin_handle *nvrtc_self;
+const struct kgym_compare_api *nvrtc_compare;
 
 void
 nvrtc_log(enum kgym_log_level level, const char *fmt, ...)
@@ -112,8 +117,24 @@ nvrtc_fini(void)
 static int
 nvrtc_prepare(char **ret_cause)
 {
+	char *cause = NULL;
 	int r;
 
+	/*
+	 * Fail closed without the compare toolkit: no verdict can be reached
+	 * without its rule, so this backend takes no job at all (the worker
+	 * answers them with this cause) and the daemon goes on serving the
+	 * others.
+	 */
+	if (nvrtc_host == NULL || nvrtc_host->toolkit == NULL ||
+	    (nvrtc_compare = (const struct kgym_compare_api *)(const void *)nvrtc_host->toolkit(
+	    KGYM_COMPARE_API, KGYM_COMPARE_VERSION, &cause)) == NULL) {
+		r = nvrtc_fail(ret_cause, -ENOENT, "nvrtc needs the '%s' toolkit, version %d: %s",
+		    KGYM_COMPARE_API, KGYM_COMPARE_VERSION, cause != NULL ? cause :
+		    "this kgymd hands out no toolkits");
+		free(cause);
+		return r;
+	}
 	/* Any architecture NVRTC knows will do: only the loading matters. */
 	if ((r = compile_warm_up("sm_90", ret_cause)) < 0)
 		return r;
@@ -128,7 +149,8 @@ nvrtc_prepare(char **ret_cause)
 	if ((r = device_prepare(nvrtc_config_bool("guard", true),
 	    nvrtc_config_bool("sm_clock", true), ret_cause)) < 0)
 		return r;
-	/* CUPTI before the sandbox too; without it, timing uses events alone. */
+	/* CUPTI (the cupti toolkit) before the sandbox too; without it, timing
+	 * uses events alone. */
 	if (nvdev.ready)
 		profile_prepare();
 	return 0;
@@ -161,8 +183,8 @@ static const char *const nvrtc_serves[] = { "nvrtc", NULL };
  * prepare() or through calls the GPU set has (ioctl, mmap).  To be
  * confirmed with strace -f on a GPU worker running an evaluate job
  * (cuMemCreate/cuMemMap, module loads, NVML's clock query); any addition
- * goes here, one name per line, with why.  CUPTI (profile.c) is set up in
- * prepare(), its worker thread included; what it calls later is expected
+ * goes here, one name per line, with why.  CUPTI (the cupti toolkit,
+ * driven by profile.c) is set up in prepare(), its worker thread included; what it calls later is expected
  * to be within the GPU set (ioctl, mmap, futex, clock_nanosleep) --
  * learn-syscalls with CUPTI on is what confirms it.
  */

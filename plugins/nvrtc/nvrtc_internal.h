@@ -160,10 +160,18 @@ int	confine_run(const struct confine_policy *p, int (*fn)(void *), void *arg, in
  * The host table handed to init(); NULL before.  Borrowed for the plugin's
  * life.
  */
+#include <kgym/compare.h>
 #include <kgym/plugin.h>
 
 extern const struct kgym_host *nvrtc_host;
 extern const struct kgym_plugin_handle *nvrtc_self;
+/*
+ * The "compare" toolkit's API (kgym/compare.h), found in prepare(): the
+ * output rule the helper kernels compile in, the element printing and
+ * the mismatch report.  NULL before prepare(), or when the toolkit is
+ * missing, in which case prepare() fails and no job runs.
+ */
+extern const struct kgym_compare_api *nvrtc_compare;
 
 /* Log through the host (a no-op before init). */
 void	nvrtc_log(enum kgym_log_level level, const char *fmt, ...)
@@ -198,9 +206,6 @@ double	value_get(enum spec_dtype dtype, const void *elem);
  * 0, or -ERANGE / -EINVAL (not integral) without writing.
  */
 int	value_put(enum spec_dtype dtype, double v, void *elem);
-
-/* Print an element for a message ("1.5", "nan", "-3") into buf. */
-void	value_format(enum spec_dtype dtype, const void *elem, char *buf, size_t len);
 
 /* splitmix64's finaliser: a bijection that mixes all 64 bits. */
 uint64_t value_mix64(uint64_t x);
@@ -262,21 +267,13 @@ json_t	*stats_json(const struct stats_summary *s);
 const char *helpers_source(void);
 
 /*
- * Compile helpers_source() for `arch` ("sm_90") into a malloc'd cubin.
- * 0, or -EIO (NVRTC failed; its log in *ret_cause), -EINVAL (NVRTC does not
- * know the arch), -ENOMEM.
+ * Compile helpers_source(), and the compare toolkit's kg_compare after it
+ * (nvrtc_compare->kernel_source), for `arch` ("sm_90") into a malloc'd
+ * cubin.  0, or -EIO (NVRTC failed; its log in *ret_cause), -EINVAL (NVRTC
+ * does not know the arch), -ENOENT (no compare toolkit), -ENOMEM.
  */
 int	helpers_compile(const char *arch, unsigned char **ret_cubin, size_t *ret_size,
 	    char **ret_cause);
-
-/* The layout of one comparison slot the kg_compare kernel fills. */
-struct helpers_cmp {
-	uint64_t mismatches;
-	uint64_t nonfinite;	/* finite expected, NaN/Inf got */
-	uint64_t first_bad_inv;	/* ~(first bad index); 0: none */
-	uint64_t max_abs_bits;	/* a non-negative double's bits */
-	uint64_t max_rel_bits;
-};
 
 /* ==== end of helpers.c ==== */
 
@@ -408,7 +405,7 @@ int	device_fill(const struct device_buf *b, enum spec_dtype dtype, uint64_t nume
 int	device_poison(const struct device_buf *b, enum spec_dtype dtype, uint64_t numel,
 	    uint64_t seed, char **ret_cause);
 int	device_zero(CUdeviceptr p, size_t bytes, char **ret_cause);
-/* Compare got against expected into the helpers_cmp at `slot`. */
+/* Compare got against expected into the struct kgym_compare_stats at `slot`. */
 int	device_compare(const struct device_buf *got, const struct device_buf *expected,
 	    enum spec_dtype dtype, uint64_t numel, double atol, double rtol, CUdeviceptr slot,
 	    char **ret_cause);
@@ -525,7 +522,7 @@ struct evaluate {
 					 * cases beside it, or instead of it) */
 	struct device_buf *in, *out, *expect;	/* the current size set's tensors */
 	unsigned char **ref_host;	/* per output: the expected values */
-	struct device_buf slots;	/* helpers_cmp per output, then a hash per input */
+	struct device_buf slots;	/* kgym_compare_stats per output, then a hash per input */
 	uint64_t *in_hash;		/* per input: before the candidate's call */
 	struct evaluate_prog *running;	/* whose code may still be on the GPU */
 	unsigned int calls;		/* calls prepared so far */
@@ -662,7 +659,7 @@ int	verdict_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_ca
  * value from `expected` on the device (NULL: ev->ref_host or the test
  * case).  0, or -errno with *ret_cause (a CUDA failure).
  */
-int	verdict_check_read(struct evaluate *ev, const struct helpers_cmp *cmp,
+int	verdict_check_read(struct evaluate *ev, const struct kgym_compare_stats *cmp,
 	    const uint64_t *hash, const uint64_t *hash_before, const struct device_buf *expected,
 	    struct evaluate_check *ret, char **ret_cause);
 /* "output 'out' is wrong at index ..." for a failed check. */
@@ -832,8 +829,9 @@ int	profdata_detect(const struct profdata *pd, struct detect_profile *ret);
 
 /* ==== profile.c: CUPTI in the GPU worker ====
  *
- * libcupti is dlopen()ed in prepare(), before the sandbox; a worker
- * without it (or where it fails its self-test) reports
+ * CUPTI is the cupti toolkit's (kgym/cupti.h), started in prepare(),
+ * before the sandbox, with a sink that feeds profdata; a worker without
+ * the toolkit or libcupti (or where it fails its self-test) reports
  * metadata.profiling = "unavailable: <why>" and times with events alone.
  * Every function here is a no-op when profiling is not available, so the
  * hooks in timing.c, evaluate.c and verdict.c need no conditions.  Ownership: the

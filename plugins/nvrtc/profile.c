@@ -8,8 +8,10 @@
  * stream; CUPTI's activity records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
  * which does not serialise kernels, MEMCPY and MEMSET) cover every stream
  * of the context, with each kernel's name, start, end, grid, block,
- * registers and shared memory.  profdata.c does the accounting; this file
- * is the glue to CUPTI and the hooks timing.c calls.
+ * registers and shared memory.  CUPTI itself is the cupti toolkit's
+ * (plugins/cupti, kgym/cupti.h), which hands us plain records through a
+ * sink; profdata.c does the accounting; this file is the glue between
+ * them and the hooks timing.c calls.
  *
  * Identity, not names: CUPTI's callback API tells us, on our own thread
  * and inside each cuLaunchKernel, the correlation id of the launch and the
@@ -19,10 +21,11 @@
  * without looking at its name.
  *
  * Life cycle:
- *   prepare()  before the sandbox: dlopen libcupti (not linked, so the
- *              plugin loads where it is absent), subscribe, register the
- *              buffer callbacks, enable the activity kinds (CUPTI starts
- *              its worker thread here), switch collection off and on once
+ *   prepare()  before the sandbox: find the cupti toolkit, which loads
+ *              libcupti (dlopen()ed, so everything loads where it is
+ *              absent), subscribes and registers its buffer callbacks with
+ *              our sink; enable the activity kinds (CUPTI starts its
+ *              worker thread here), switch collection off and on once
  *              and run a self-test: a probe kernel from a module loaded
  *              after CUPTI, plus a memset, must come back attributed to
  *              its module, timed and on our stream.  Anything failing
@@ -36,8 +39,9 @@
  *              times and profile_round_flush flushes CUPTI's buffers
  *              (cuptiActivityFlushAll, forced only when a call still misses
  *              a record), so the calls' numbers are in before the next.
- *   fini       only our own memory: CUPTI may still call the buffer
- *              callback from its exit handler, which finds nothing to feed.
+ *   fini       the toolkit stops calling our sink; then our own memory.
+ *              CUPTI may still call the toolkit's buffer callback from its
+ *              exit handler, which finds no sink to feed.
  *
  * Whether CUPTI collects during the timed calls ([plugin.nvrtc]
  * profile_during_timing, default yes) is a trade: collecting adds a
@@ -62,7 +66,6 @@
  */
 #include "config.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -72,16 +75,10 @@
 #include <strings.h>
 #include <time.h>
 
-#include <cupti.h>
+#include <kgym/cupti.h>
 
 #include "nvrtc_internal.h"
 
-#define PROFILE_STR2(x)	#x
-#define PROFILE_STR(x)	PROFILE_STR2(x)
-
-/* One activity buffer (CUPTI asks for more as it fills them). */
-#define PROFILE_BUFFER_BYTES	((size_t)4 << 20)
-#define PROFILE_BUFFER_ALIGN	8
 #define PROFILE_EXTRA_CALLS	10
 #define PROFILE_MAX_EXTRA_CALLS	1000
 
@@ -94,37 +91,16 @@ static const char profile_probe_source[] =
     "\t\tp[blockIdx.x] = 1;\n"
     "}\n";
 
-/* The CUPTI functions we call, resolved by name from the dlopen()ed library. */
-#define PROFILE_CUPTI_FUNCTIONS(X)					\
-	X(cuptiGetVersion) X(cuptiGetResultString) X(cuptiSubscribe_v2)	\
-	X(cuptiEnableCallback) X(cuptiActivityRegisterCallbacks)	\
-	X(cuptiActivityEnable) X(cuptiActivityDisable)			\
-	X(cuptiActivityFlushAll) X(cuptiActivityGetNextRecord)		\
-	X(cuptiActivityGetNumDroppedRecords) X(cuptiGetContextId)	\
-	X(cuptiGetStreamIdEx) X(cuptiGetTimestamp)
-
-static struct {
-#define PROFILE_MEMBER(f)	__typeof__(f) *f;
-	PROFILE_CUPTI_FUNCTIONS(PROFILE_MEMBER)
-#undef PROFILE_MEMBER
-} cupti;
-
-/* What we collect: kernels on every stream without serialising them. */
-static const CUpti_ActivityKind profile_kinds[] = {
-	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-	CUPTI_ACTIVITY_KIND_MEMCPY,
-	CUPTI_ACTIVITY_KIND_MEMSET,
-};
+/* The cupti toolkit's API, found in profile_prepare(); NULL: none. */
+static const struct kgym_cupti_api *profile_cupti;
 
 /* The job thread's state. */
 static struct {
 	char *status;			/* metadata.profiling (malloc'd) */
 	bool available;			/* prepared and self-tested */
-	bool subscribed;
 	bool active;			/* activity kinds and the launch callback on */
 	bool during_timing;
 	unsigned int extra_calls;
-	CUpti_SubscriberHandle sub;
 	uint32_t context, stream;	/* ours, in CUPTI's numbering */
 	enum profile_purpose purpose;
 	bool job;			/* between profile_job_begin and _end */
@@ -135,33 +111,16 @@ static struct {
 } prof;
 
 /*
- * Shared with CUPTI's callbacks, which run on our thread (launches, and
- * buffers during a flush) or on CUPTI's worker thread (full buffers).
- * Never held while calling into CUPTI or the driver.
+ * Shared with the sink, which the cupti toolkit calls on our thread
+ * (launches, and buffers during a flush) or on CUPTI's worker thread
+ * (full buffers), taking this lock around each.  Never held while calling
+ * into the toolkit, CUPTI or the driver.
  */
 static pthread_mutex_t profile_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct profdata *profile_pd;	/* the job's (or the self-test's) */
 static bool profile_feeding;		/* records and launches go into profile_pd */
 
 /* ------------------------------------------------------------ helpers */
-
-static const char *
-profile_cupti_error(CUptiResult rc)
-{
-	const char *s = NULL;
-
-	if (cupti.cuptiGetResultString == NULL || cupti.cuptiGetResultString(rc, &s) !=
-	    CUPTI_SUCCESS || s == NULL)
-		return "unknown CUPTI error";
-	return s;
-}
-
-/* *ret_cause = "<what>: CUPTI_ERROR_...", returns -EIO. */
-static int
-profile_fail(CUptiResult rc, char **ret_cause, const char *what)
-{
-	return nvrtc_fail(ret_cause, -EIO, "%s: %s (%d)", what, profile_cupti_error(rc), (int)rc);
-}
 
 static void
 profile_set_status(const char *fmt, const char *detail)
@@ -186,11 +145,7 @@ profile_elapsed_ms(const struct timespec *t0)
 static uint64_t
 profile_timestamp(void)
 {
-	uint64_t ts = 0;
-
-	if (cupti.cuptiGetTimestamp(&ts) != CUPTI_SUCCESS)
-		ts = 0;
-	return ts;
+	return profile_cupti != NULL ? profile_cupti->timestamp() : 0;
 }
 
 /* A yes/no or unsigned key of [plugin.nvrtc]; `dflt` when unset or bad. */
@@ -237,119 +192,95 @@ profile_config_uint(const char *key, unsigned int dflt, unsigned int max)
 	return (unsigned int)x;
 }
 
-/* ---------------------------------------------------------- callbacks */
+/* --------------------------------------------------------------- sink */
+
+/*
+ * What the cupti toolkit hands over goes into the profdata being fed, if
+ * any; the toolkit holds our lock (profile_sink_lock) around each call.
+ */
+static void
+profile_sink_lock(void *arg)
+{
+	pthread_mutex_lock(&profile_lock);
+}
 
 static void
-profile_record(const CUpti_Activity *rec)
+profile_sink_unlock(void *arg)
 {
-	const CUpti_ActivityKernel10 *k;
-	const CUpti_ActivityMemcpy6 *m;
-	const CUpti_ActivityMemset4 *s;
+	pthread_mutex_unlock(&profile_lock);
+}
+
+static void
+profile_sink_launch(void *arg, uint32_t correlation, const void *fn)
+{
+	if (profile_feeding)
+		profdata_launch(profile_pd, correlation, fn);
+}
+
+static void
+profile_sink_launch_failed(void *arg, uint32_t correlation)
+{
+	/* No record will come for a launch that failed. */
+	if (profile_feeding)
+		profdata_launch_failed(profile_pd, correlation);
+}
+
+static void
+profile_sink_kernel(void *arg, const struct kgym_cupti_kernel *k)
+{
 	struct profdata_kernel pk;
+
+	if (!profile_feeding)
+		return;
+	memset(&pk, 0, sizeof pk);
+	pk.correlation = k->correlation;
+	pk.context = k->context;
+	pk.stream = k->stream;
+	pk.start = k->start;
+	pk.end = k->end;
+	memcpy(pk.grid, k->grid, sizeof pk.grid);
+	memcpy(pk.block, k->block, sizeof pk.block);
+	pk.static_shared = k->static_shared;
+	pk.dynamic_shared = k->dynamic_shared;
+	pk.registers = k->registers;
+	pk.name = k->name;
+	profdata_kernel(profile_pd, &pk);
+}
+
+static void
+profile_sink_copy(void *arg, const struct kgym_cupti_copy *c)
+{
 	struct profdata_copy pc;
 
-	switch (rec->kind) {
-	case CUPTI_ACTIVITY_KIND_KERNEL:
-	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-		k = (const CUpti_ActivityKernel10 *)(const void *)rec;
-		memset(&pk, 0, sizeof pk);
-		pk.correlation = k->correlationId;
-		pk.context = k->contextId;
-		pk.stream = k->streamId;
-		pk.start = k->start;
-		pk.end = k->end;
-		pk.grid[0] = k->gridX;
-		pk.grid[1] = k->gridY;
-		pk.grid[2] = k->gridZ;
-		pk.block[0] = k->blockX;
-		pk.block[1] = k->blockY;
-		pk.block[2] = k->blockZ;
-		pk.static_shared = k->staticSharedMemory;
-		pk.dynamic_shared = k->dynamicSharedMemory;
-		pk.registers = k->registersPerThread;
-		pk.name = k->name;
-		profdata_kernel(profile_pd, &pk);
-		break;
-	case CUPTI_ACTIVITY_KIND_MEMCPY:
-		m = (const CUpti_ActivityMemcpy6 *)(const void *)rec;
-		memset(&pc, 0, sizeof pc);
-		pc.context = m->contextId;
-		pc.stream = m->streamId;
-		pc.start = m->start;
-		pc.end = m->end;
-		pc.bytes = m->bytes;
-		profdata_copy(profile_pd, &pc);
-		break;
-	case CUPTI_ACTIVITY_KIND_MEMSET:
-		s = (const CUpti_ActivityMemset4 *)(const void *)rec;
-		memset(&pc, 0, sizeof pc);
-		pc.memset = true;
-		pc.context = s->contextId;
-		pc.stream = s->streamId;
-		pc.start = s->start;
-		pc.end = s->end;
-		pc.bytes = s->bytes;
-		profdata_copy(profile_pd, &pc);
-		break;
-	default:
-		break;
-	}
-}
-
-static void CUPTIAPI
-profile_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
-{
-	/* NULL makes CUPTI drop records, which it counts for us. */
-	*buffer = aligned_alloc(PROFILE_BUFFER_ALIGN, PROFILE_BUFFER_BYTES);
-	*size = *buffer != NULL ? PROFILE_BUFFER_BYTES : 0;
-	*max_records = 0;
-}
-
-static void CUPTIAPI
-profile_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
-    size_t valid)
-{
-	CUpti_Activity *rec = NULL;
-	size_t dropped = 0;
-
-	/* Outside our lock: a CUPTI call that takes CUPTI's own locks must
-	 * not wait while our thread, inside a launch callback, waits for ours.
-	 * Walking the buffer (cuptiActivityGetNextRecord) only reads it. */
-	if (cupti.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) != CUPTI_SUCCESS)
-		dropped = 0;
-	pthread_mutex_lock(&profile_lock);
-	while (profile_feeding && buffer != NULL &&
-	    cupti.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
-		profile_record(rec);
-	if (profile_feeding && dropped > 0)
-		profdata_dropped(profile_pd, dropped);
-	pthread_mutex_unlock(&profile_lock);
-	free(buffer);
-}
-
-/* Inside our own cuLaunchKernel calls, on our thread. */
-static void CUPTIAPI
-profile_on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-    const void *data)
-{
-	const CUpti_CallbackData *cb = data;
-	const cuLaunchKernel_params *p;
-
-	if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cbid != CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+	if (!profile_feeding)
 		return;
-	pthread_mutex_lock(&profile_lock);
-	if (profile_feeding) {
-		if (cb->callbackSite == CUPTI_API_ENTER) {
-			p = cb->functionParams;
-			profdata_launch(profile_pd, cb->correlationId, (const void *)p->f);
-		} else if (cb->functionReturnValue != NULL &&
-		    *(const CUresult *)cb->functionReturnValue != CUDA_SUCCESS) {
-			/* No record will come for a launch that failed. */
-			profdata_launch_failed(profile_pd, cb->correlationId);
-		}
-	}
-	pthread_mutex_unlock(&profile_lock);
+	memset(&pc, 0, sizeof pc);
+	pc.memset = c->memset != 0;
+	pc.context = c->context;
+	pc.stream = c->stream;
+	pc.start = c->start;
+	pc.end = c->end;
+	pc.bytes = c->bytes;
+	profdata_copy(profile_pd, &pc);
 }
+
+static void
+profile_sink_dropped(void *arg, uint64_t n)
+{
+	if (profile_feeding)
+		profdata_dropped(profile_pd, n);
+}
+
+static const struct kgym_cupti_sink profile_sink = {
+	.struct_size = sizeof(struct kgym_cupti_sink),
+	.lock = profile_sink_lock,
+	.unlock = profile_sink_unlock,
+	.launch = profile_sink_launch,
+	.launch_failed = profile_sink_launch_failed,
+	.kernel = profile_sink_kernel,
+	.copy = profile_sink_copy,
+	.dropped = profile_sink_dropped,
+};
 
 /* ------------------------------------------------------------ CUPTI */
 
@@ -357,92 +288,45 @@ profile_on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbi
 static int
 profile_switch(bool on, char **ret_cause)
 {
-	CUptiResult rc;
-	size_t i;
+	int error;
 
-	if ((rc = cupti.cuptiEnableCallback(on, prof.sub, CUPTI_CB_DOMAIN_DRIVER_API,
-	    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)) != CUPTI_SUCCESS)
-		return profile_fail(rc, ret_cause, "cuptiEnableCallback(cuLaunchKernel)");
-	for (i = 0; i < sizeof profile_kinds / sizeof profile_kinds[0]; i++) {
-		rc = on ? cupti.cuptiActivityEnable(profile_kinds[i]) :
-		    cupti.cuptiActivityDisable(profile_kinds[i]);
-		if (rc != CUPTI_SUCCESS)
-			return profile_fail(rc, ret_cause, on ? "cuptiActivityEnable" :
-			    "cuptiActivityDisable");
-	}
+	if ((error = profile_cupti->collect(on, ret_cause)) < 0)
+		return error;
 	prof.active = on;
 	return 0;
 }
 
-/* Everything CUPTI has completed, delivered to profile_buffer_completed. */
+/* Everything CUPTI has completed, delivered to our sink. */
 static void
 profile_flush(bool forced)
 {
-	cupti.cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+	if (profile_cupti != NULL)
+		profile_cupti->flush(forced);
 }
 
-static int
-profile_load(char **ret_cause)
-{
-	const char *path = profile_config("cupti_library");
-	char name[64];
-	uint32_t version = 0;
-	Dl_info self;
-	void *lib;
-
-	snprintf(name, sizeof name, "libcupti.so.%d", CUDA_VERSION / 1000);
-	/* The plugin's run path has the toolkit's library directory. */
-	if ((lib = dlopen(path != NULL ? path : name, RTLD_NOW | RTLD_LOCAL)) == NULL &&
-	    (path != NULL || (lib = dlopen("libcupti.so", RTLD_NOW | RTLD_LOCAL)) == NULL))
-		return nvrtc_fail(ret_cause, -ENOENT, "no libcupti (%s)", dlerror());
-#define PROFILE_LOAD(f)							\
-	if ((cupti.f = (__typeof__(cupti.f))dlsym(lib, PROFILE_STR(f))) == NULL)	\
-		return nvrtc_fail(ret_cause, -ENOSYS, "libcupti has no %s",	\
-		    PROFILE_STR(f));
-	PROFILE_CUPTI_FUNCTIONS(PROFILE_LOAD)
-#undef PROFILE_LOAD
-	/* Records are read with this build's struct layouts (Kernel10, ...),
-	 * which hold within a CUDA major version. */
-	if (cupti.cuptiGetVersion(&version) != CUPTI_SUCCESS ||
-	    version / 10000 != CUPTI_API_VERSION / 10000)
-		return nvrtc_fail(ret_cause, -ENOTSUP, "libcupti API version %u, kgymd was built "
-		    "for %u", version, (unsigned int)CUPTI_API_VERSION);
-	/* CUPTI keeps our callbacks for the life of the process (its exit
-	 * handler flushes): the plugin must stay mapped as long. */
-	if (dladdr((const void *)profile_load, &self) == 0 || self.dli_fname == NULL ||
-	    dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == NULL)
-		return nvrtc_fail(ret_cause, -ENOENT, "cannot pin the plugin in memory for "
-		    "CUPTI's callbacks");
-	return 0;
-}
-
+/*
+ * The cupti toolkit, started with our sink, and our context and stream in
+ * its numbering; then collection on.
+ */
 static int
 profile_start(char **ret_cause)
 {
-	CUpti_SubscriberParams params;
-	char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = "";
-	CUptiResult rc;
+	char *cause = NULL;
+	int error;
 
-	memset(&params, 0, sizeof params);
-	params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-	params.subscriberName = "kgymd";
-	params.oldSubscriberName = other;
-	params.oldSubscriberSize = sizeof other - 1;
-	rc = cupti.cuptiSubscribe_v2(&prof.sub, profile_on_api, NULL, &params);
-	if (rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-		return nvrtc_fail(ret_cause, -EBUSY, "another CUPTI client holds this process "
-		    "(%s: a profiler or debugger attached?)", other[0] ? other : "unnamed");
-	if (rc != CUPTI_SUCCESS)
-		return profile_fail(rc, ret_cause, "cuptiSubscribe");
-	prof.subscribed = true;
-	if ((rc = cupti.cuptiActivityRegisterCallbacks(profile_buffer_requested,
-	    profile_buffer_completed)) != CUPTI_SUCCESS)
-		return profile_fail(rc, ret_cause, "cuptiActivityRegisterCallbacks");
-	if ((rc = cupti.cuptiGetContextId(nvdev.ctx, &prof.context)) != CUPTI_SUCCESS)
-		return profile_fail(rc, ret_cause, "cuptiGetContextId");
-	if ((rc = cupti.cuptiGetStreamIdEx(nvdev.ctx, nvdev.stream, 0, &prof.stream)) !=
-	    CUPTI_SUCCESS)
-		return profile_fail(rc, ret_cause, "cuptiGetStreamIdEx");
+	if (nvrtc_host == NULL || nvrtc_host->toolkit == NULL ||
+	    (profile_cupti = (const struct kgym_cupti_api *)(const void *)nvrtc_host->toolkit(
+	    KGYM_CUPTI_API, KGYM_CUPTI_VERSION, &cause)) == NULL) {
+		error = nvrtc_fail(ret_cause, -ENOENT, "no '%s' toolkit: %s", KGYM_CUPTI_API,
+		    cause != NULL ? cause : "this kgymd hands out no toolkits");
+		free(cause);
+		return error;
+	}
+	if ((error = profile_cupti->start(profile_config("cupti_library"), &profile_sink,
+	    ret_cause)) < 0 ||
+	    (error = profile_cupti->ids(nvdev.ctx, nvdev.stream, &prof.context, &prof.stream,
+	    ret_cause)) < 0)
+		return error;
 	return profile_switch(true, ret_cause);
 }
 
@@ -584,7 +468,7 @@ profile_prepare(void)
 	}
 	/* Off and on once, so whatever toggling first sets up is set up now,
 	 * before the sandbox; then the self-test with collection on. */
-	if ((error = profile_load(&cause)) < 0 || (error = profile_start(&cause)) < 0 ||
+	if ((error = profile_start(&cause)) < 0 ||
 	    (error = profile_switch(false, &cause)) < 0 ||
 	    (error = profile_switch(true, &cause)) < 0 ||
 	    (error = profile_self_test(&cause)) < 0) {
@@ -595,6 +479,9 @@ profile_prepare(void)
 		/* Nothing of CUPTI's may perturb the timing it does not serve. */
 		if (prof.active)
 			profile_switch(false, NULL);
+		/* Nor may records reach a profile that will never be read. */
+		if (profile_cupti != NULL)
+			profile_cupti->stop();
 		return;
 	}
 	prof.available = true;
@@ -607,7 +494,11 @@ profile_prepare(void)
 void
 profile_fini(void)
 {
-	/* Only our memory: CUPTI may call the buffer callback until exit. */
+	/* The toolkit stays (toolkits are unloaded last), CUPTI until exit:
+	 * neither may call into this plugin once it is gone. */
+	if (profile_cupti != NULL)
+		profile_cupti->stop();
+	profile_cupti = NULL;
 	profdata_free(profile_feed(NULL));
 	free(prof.status);
 	free(prof.job_broken);

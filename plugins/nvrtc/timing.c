@@ -115,7 +115,7 @@ timing_wrong(struct evaluate *ev, struct timing_verify *v, const char *when,
     uint64_t timed_call)
 {
 	size_t no = ev->sev->noutputs, ni = ev->sev->ninputs, o;
-	const struct helpers_cmp *cmp = (const struct helpers_cmp *)(const void *)v->host;
+	const struct kgym_compare_stats *cmp = (const struct kgym_compare_stats *)(const void *)v->host;
 	const uint64_t *after = (const uint64_t *)(const void *)(cmp + no), *fresh = after + ni;
 	struct evaluate_check c;
 	char msg[1024], *cause = NULL;
@@ -194,9 +194,9 @@ timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, 
 {
 	const struct spec_problem *pb = &ev->spec->problem;
 	size_t no = ev->sev->noutputs, ni = ev->sev->ninputs, o, i;
-	CUdeviceptr after = v->slots.ptr + no * sizeof(struct helpers_cmp);
+	CUdeviceptr after = v->slots.ptr + no * sizeof(struct kgym_compare_stats);
 	CUdeviceptr fresh = after + ni * sizeof(uint64_t);
-	const struct helpers_cmp *cmp = (const struct helpers_cmp *)(const void *)v->host;
+	const struct kgym_compare_stats *cmp = (const struct kgym_compare_stats *)(const void *)v->host;
 	const uint64_t *hash_after, *hash_fresh;
 	float sol_ms = 0.0f, ref_ms = 0.0f;
 	unsigned int mhz = 0;
@@ -238,7 +238,7 @@ timing_round(struct evaluate *ev, uint64_t seed, size_t init, const char *when, 
 		for (o = 0; o < no; o++)
 			if (device_compare(&ev->out[o], &ev->expect[o], pb->outputs[o].dtype,
 			    ev->sev->outputs[o].numel, pb->outputs[o].atol, pb->outputs[o].rtol,
-			    v->slots.ptr + o * sizeof(struct helpers_cmp), &cause) < 0)
+			    v->slots.ptr + o * sizeof(struct kgym_compare_stats), &cause) < 0)
 				goto fail;
 		for (o = 0; o < no; o++)
 			if (device_zero(ev->expect[o].ptr, ev->expect[o].bytes, &cause) < 0)
@@ -417,7 +417,7 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 		return 0;
 	}
 	/* Every round's results: one slot per output, two hashes per input. */
-	if ((error = device_buf_alloc(ev->sev->noutputs * sizeof(struct helpers_cmp) +
+	if ((error = device_buf_alloc(ev->sev->noutputs * sizeof(struct kgym_compare_stats) +
 	    2 * ev->sev->ninputs * sizeof(uint64_t), &verify.slots, &cause)) < 0) {
 		verdict_record(ev, true, error == -ENOMEM ? "RESOURCE_ERROR" : "SYSTEM_ERROR",
 		    "timing: the check slots: %s", cause != NULL ? cause : "failed");

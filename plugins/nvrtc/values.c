@@ -3,8 +3,8 @@
  *
  * The nvrtc backend keeps tensor data on the GPU; the host sees elements
  * only where a person or a task does: kernel_simple's test cases (JSON
- * numbers to elements and back) and the "expected 1.5, got nan" of a
- * mismatch.  half and bfloat16 are converted here in plain C, rounding to
+ * numbers to elements and back) and the detectors' samples (the "expected
+ * 1.5, got nan" of a mismatch is the compare toolkit's).  half and bfloat16 are converted here in plain C, rounding to
  * nearest even like the GPU's cvt.rn.  Seeds for trials, inputs, poison
  * and sampling all derive from the one secret seed of the request through
  * value_seed(), so a run is reproducible from that seed and nothing else.
@@ -221,23 +221,6 @@ value_put(enum spec_dtype dtype, double v, void *elem)
 		break;
 	}
 	return 0;
-}
-
-void
-value_format(enum spec_dtype dtype, const void *elem, char *buf, size_t len)
-{
-	int64_t i;
-
-	if (dtype == SPEC_INT64) {
-		memcpy(&i, elem, sizeof i);
-		snprintf(buf, len, "%lld", (long long)i);
-	} else if (spec_dtype_is_float(dtype)) {
-		/* %.9g: enough digits to tell float32 neighbours apart. */
-		snprintf(buf, len, dtype == SPEC_FLOAT64 ? "%.17g" : "%.9g",
-		    value_get(dtype, elem));
-	} else {
-		snprintf(buf, len, "%.0f", value_get(dtype, elem));
-	}
 }
 
 uint64_t

@@ -110,7 +110,7 @@ verdict_is_poison(enum spec_dtype dt, uint64_t seed, uint64_t i, const void *ele
 }
 
 int
-verdict_check_read(struct evaluate *ev, const struct helpers_cmp *cmp, const uint64_t *hash,
+verdict_check_read(struct evaluate *ev, const struct kgym_compare_stats *cmp, const uint64_t *hash,
     const uint64_t *hash_before, const struct device_buf *expected, struct evaluate_check *ret,
     char **ret_cause)
 {
@@ -145,8 +145,10 @@ verdict_check_read(struct evaluate *ev, const struct helpers_cmp *cmp, const uin
 		} else {
 			memcpy(want, verdict_expected(ev, o) + c.first_bad * esize, esize);
 		}
-		value_format(pb->outputs[o].dtype, got, c.got, sizeof c.got);
-		value_format(pb->outputs[o].dtype, want, c.expected, sizeof c.expected);
+		nvrtc_compare->format_value((enum kgym_dtype)pb->outputs[o].dtype, got, c.got,
+		    sizeof c.got);
+		nvrtc_compare->format_value((enum kgym_dtype)pb->outputs[o].dtype, want,
+		    c.expected, sizeof c.expected);
 		c.never_written = verdict_is_poison(pb->outputs[o].dtype,
 		    value_seed(ev->poison_seed, VALUE_TAG_POISON, o), c.first_bad, got);
 	}
@@ -167,7 +169,7 @@ verdict_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause)
 {
 	const struct spec_problem *pb = &ev->spec->problem;
 	size_t no = ev->sev->noutputs, o;
-	struct helpers_cmp *cmp = NULL;
+	struct kgym_compare_stats *cmp = NULL;
 	int error;
 
 	for (o = 0; o < no; o++) {
@@ -176,10 +178,10 @@ verdict_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause)
 		    ret_cause)) < 0 ||
 		    (error = device_compare(&ev->out[o], &ev->expect[o], pb->outputs[o].dtype,
 		    ev->sev->outputs[o].numel, pb->outputs[o].atol, pb->outputs[o].rtol,
-		    ev->slots.ptr + o * sizeof(struct helpers_cmp), ret_cause)) < 0)
+		    ev->slots.ptr + o * sizeof(struct kgym_compare_stats), ret_cause)) < 0)
 			return error;
 	}
-	if ((error = call_hash_inputs(ev, ev->slots.ptr + no * sizeof(struct helpers_cmp),
+	if ((error = call_hash_inputs(ev, ev->slots.ptr + no * sizeof(struct kgym_compare_stats),
 	    ret_cause)) < 0)
 		return error;
 	/* Wiped in stream order, before anything launched later can run. */
@@ -195,45 +197,38 @@ verdict_check(struct evaluate *ev, struct evaluate_check *ret, char **ret_cause)
 	return error;
 }
 
+/* The words are the compare toolkit's, so every backend's report reads alike. */
 void
 verdict_check_message(struct evaluate *ev, const struct evaluate_check *c, char *buf,
     size_t len)
 {
+	const struct spec_problem *pb = &ev->spec->problem;
 	const struct spec_tensor *t;
 	const struct spec_shape *sh;
-	char coords[256] = "";
-	uint64_t rest;
-	size_t d, n = 0;
+	struct kgym_compare_report r = {
+		.struct_size = sizeof r,
+		.expected = c->expected,
+		.got = c->got,
+		.never_written = c->never_written,
+		.mismatches = c->mismatches,
+		.max_abs = c->max_abs,
+		.max_rel = c->max_rel,
+		.changed_input = c->input_changed ? pb->inputs[c->changed_input].name : NULL,
+	};
 
-	if (c->mismatches == 0 && c->input_changed) {
-		snprintf(buf, len, "input '%s' was changed by the solution; inputs must be left "
-		    "as they are", ev->spec->problem.inputs[c->changed_input].name);
-		return;
+	/* bad_output means something only when an output failed. */
+	if (c->mismatches != 0 || !c->input_changed) {
+		t = &pb->outputs[c->bad_output];
+		sh = &ev->sev->outputs[c->bad_output];
+		r.output = t->name;
+		r.index = c->first_bad;
+		r.dims = sh->dims;
+		r.ndim = sh->ndim;
+		r.numel = sh->numel;
+		r.atol = t->atol;
+		r.rtol = t->rtol;
 	}
-	t = &ev->spec->problem.outputs[c->bad_output];
-	sh = &ev->sev->outputs[c->bad_output];
-	if (sh->ndim > 1) {
-		/* Row-major coordinates, as the model thinks of the tensor. */
-		uint64_t idx[SPEC_MAX_DIMS];
-
-		rest = c->first_bad;
-		for (d = sh->ndim; d-- > 0;) {
-			idx[d] = rest % (uint64_t)sh->dims[d];
-			rest /= (uint64_t)sh->dims[d];
-		}
-		n += (size_t)snprintf(coords, sizeof coords, " [");
-		for (d = 0; d < sh->ndim && n < sizeof coords; d++)
-			n += (size_t)snprintf(coords + n, sizeof coords - n, "%s%" PRIu64,
-			    d ? ", " : "", idx[d]);
-		if (n < sizeof coords)
-			snprintf(coords + n, sizeof coords - n, "]");
-	}
-	snprintf(buf, len, "output '%s' is wrong at index %" PRIu64 "%s: expected %s, got %s%s; "
-	    "%" PRIu64 " of %" PRIu64 " elements differ (atol %g, rtol %g; max abs error %g, "
-	    "max rel error %g)%s", t->name, c->first_bad, coords, c->expected, c->got,
-	    c->never_written ? " (never written: the poison kgymd put there before the call)" :
-	    "", c->mismatches, sh->numel, t->atol, t->rtol, c->max_abs, c->max_rel,
-	    c->input_changed ? "; an input was changed too" : "");
+	nvrtc_compare->report(&r, buf, len);
 }
 
 /* ----------------------------------------------------------- trial report */

@@ -144,6 +144,33 @@ def events_vs_cupti(tasks, res):
           "; ".join(bad or compared))
 
 
+def profiling_through_toolkit(tasks, res):
+    """CUPTI reaches nvrtc through the cupti toolkit (kgym-plugin(3),
+    TOOLKITS): timed results say metadata.profiling "cupti".  A toolkit not
+    found, or a self-test that failed, is a FAIL; a machine without libcupti
+    a SKIP."""
+    seen = {}
+    for t in tasks:
+        r = res.get(t["task_id"], {})
+        if not isinstance(r.get("timing"), dict):
+            continue
+        p = (r.get("metadata") or {}).get("profiling") or "-"
+        seen.setdefault(p, []).append(t["task_id"])
+    if not seen:
+        record("CUPTI through the cupti toolkit", "SKIP", "no timed result")
+        return
+    if any("'cupti' toolkit" in p for p in seen):
+        check("CUPTI through the cupti toolkit", False, "the toolkit was not found: %r" % list(seen))
+    elif "cupti" in seen:
+        check("CUPTI through the cupti toolkit", True,
+              "%d of %d timed results profiled" % (len(seen["cupti"]), sum(map(len, seen.values()))))
+    elif all("no libcupti" in p for p in seen):
+        record("CUPTI through the cupti toolkit", "SKIP", "no libcupti here: %r" % list(seen))
+    else:
+        check("CUPTI through the cupti toolkit", False,
+              "; ".join("%s: %s" % (p, ", ".join(ids[:3])) for p, ids in seen.items()))
+
+
 def stability(d):
     rows, bad = [], []
     for problem in STABLE:
@@ -292,6 +319,7 @@ def main():
             if "examples" in only:
                 tasks, res = every_example(d)
                 events_vs_cupti(tasks, res)
+                profiling_through_toolkit(tasks, res)
             if "stability" in only:
                 stability(d)
             if "simple" in only:

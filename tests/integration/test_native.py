@@ -37,6 +37,20 @@ def plugin_path(name):
     return os.path.join(k.builddir(), "plugins", ".libs", name + ".so")
 
 
+# Toolkits a backend asks for in prepare() (kgym-plugin(3), TOOLKITS), copied
+# beside it: without compare nvrtc fails closed and takes no job; without
+# cupti it times with events alone.
+TOOLKITS = {"nvrtc": ("compare", "cupti")}
+
+
+def with_toolkits(names):
+    """names, and the toolkits the backends among them need, once each."""
+    out = list(names)
+    for name in names:
+        out += [t for t in TOOLKITS.get(name, ()) if t not in out]
+    return out
+
+
 def have_nvrtc():
     return os.path.exists(plugin_path("nvrtc"))
 
@@ -45,9 +59,9 @@ class NativeDaemon(k.Daemon):
     """A private kgymd with the real plugins of plugins/.libs (copied, 0755,
     into a directory only we can write, as the loader wants)."""
 
-    def __init__(self, names, **kw):
+    def __init__(self, names, toolkits=True, **kw):
         self.pdir = tempfile.mkdtemp(prefix="kgym-plugins-")
-        for name in names:
+        for name in (with_toolkits(names) if toolkits else names):
             if not os.path.exists(plugin_path(name)):
                 raise k.Skip("%s was not built" % plugin_path(name))
             dst = os.path.join(self.pdir, name + ".so")
@@ -290,6 +304,27 @@ def test_compile_error_has_log():
         k.check("float4" in msg, msg)
 
 
+def test_missing_toolkit_fails_closed():
+    """nvrtc without the compare toolkit: its jobs fail, saying which toolkit
+    is missing, and the daemon goes on serving."""
+    if not have_nvrtc():
+        raise k.Skip("the nvrtc plugin was not built (no CUDA toolkit)")
+    with NativeDaemon(WORKFLOWS + ("nvrtc",), toolkits=False, gpus="0") as d:
+        t = base_task("notoolkit")
+        e = submit_wait(d, [t])["notoolkit"]
+        res = e["result"]
+        k.check(e["state"] == "failed" and res["status"] == "failed", res)
+        k.check(res["error_code"] == "SYSTEM_ERROR", res)
+        k.check("'compare' toolkit" in res["error_message"], res)
+        k.check("no toolkit serves the 'compare' API" in res["error_message"], res)
+        # Still serving: a request is answered, a bad task is still refused.
+        k.check(d.request({"op": "plugins"})["ok"], "plugins op")
+        bad = base_task("bad")
+        del bad["payload"]["problem"]
+        r = d.request({"op": "submit", "task": bad})
+        k.check(r["ok"] and r["rejected"], r)
+
+
 def test_reference_that_does_not_compile():
     if not have_nvrtc():
         raise k.Skip("the nvrtc plugin was not built (no CUDA toolkit)")
@@ -414,5 +449,6 @@ def test_includes_of_host_files_fail():
 if __name__ == "__main__":
     k.run([test_includes_of_host_files_fail,
            test_examples_up_to_date, test_validation_errors, test_source_limit_is_a_config_key,
-           test_bad_config_refused, test_compile_error_has_log, test_reference_that_does_not_compile,
+           test_bad_config_refused, test_compile_error_has_log, test_missing_toolkit_fails_closed,
+           test_reference_that_does_not_compile,
            test_every_example_compiles, test_force_refresh_recompiles, test_kernel_simple_compiles])

@@ -106,6 +106,31 @@ def test_each_action_and_recovery():
         k.check(d.request({"op": "health"})["status"] == "healthy", "still healthy")
 
 
+def test_toolkit_in_worker():
+    """A backend finds a toolkit through host->toolkit in its worker, inside
+    a sandboxed job; a version too new or a missing API is refused with a
+    cause; without the toolkit's plugin, nothing is found."""
+    with k.Daemon(plugins=("selftest", "selftest_backend", "toolkit_selftest"),
+                  workers_conf="cpu_workers = 1\n" + WORKERS) as d:
+        wait_ready(d, 1)
+        kinds = {p["name"]: p["kind"] for p in d.request({"op": "plugins"})["plugins"]}
+        k.check(kinds.get("toolkit_selftest") == "toolkit", kinds)
+        e = run_task(d, action="toolkit", min_version=3)
+        meta = e["result"]["metadata"]
+        k.check(e["state"] == "completed" and meta["found"] and meta["sum"] == 5, e)
+        e = run_task(d, action="toolkit", min_version=4)
+        meta = e["result"]["metadata"]
+        k.check(not meta["found"] and "version 4 or later is needed" in meta["cause"], e)
+        e = run_task(d, action="toolkit", api="nosuch", min_version=1)
+        meta = e["result"]["metadata"]
+        k.check(not meta["found"] and "'nosuch'" in meta["cause"], e)
+    with k.Daemon(workers_conf="cpu_workers = 1\n" + WORKERS) as d:
+        wait_ready(d, 1)
+        e = run_task(d, action="toolkit", min_version=1)
+        meta = e["result"]["metadata"]
+        k.check(not meta["found"] and "no toolkit serves the 'selftest_api' API" in meta["cause"], e)
+
+
 def test_no_secret_reachable():
     with k.Daemon(gpus="0", workers_conf="cpu_workers = 1\n" + WORKERS) as d:
         wait_ready(d, 2)
@@ -338,7 +363,8 @@ def test_results_name_their_gpu():
 
 
 if __name__ == "__main__":
-    k.run([test_each_action_and_recovery, test_no_secret_reachable, test_cancel_kills_running_job,
+    k.run([test_each_action_and_recovery, test_toolkit_in_worker, test_no_secret_reachable,
+           test_cancel_kills_running_job,
            test_exclusive_never_overlaps, test_writer_not_starved,
            test_relocking_jobs_never_deadlock, test_memory_admission,
            test_unstartable_worker_backs_off, test_1000_task_mix, test_results_name_their_gpu])

@@ -14,6 +14,11 @@
  *   BAD_NO_SYMBOL   exports kgym_plugin_v1    refused: does not export kgym_plugin
  *                   instead of kgym_plugin
  *   BAD_KIND        kind 42                   refused: unknown kind
+ *   BAD_TOOLKIT_API a toolkit (ABI 1.3) with  refused: lacks operation
+ *                   no toolkit_api            'toolkit_api'
+ *   OLD_TOOLKIT     a toolkit built for ABI 1.2 (its struct ends before
+ *                   toolkit_api), serving "old_api": loads, as old plugins
+ *                   must, and host->toolkit finds no API in it.
  *   DUP_SELFTEST    a good workflow plugin named "selftest" serving
  *                   "selftest_dup": loaded after the real selftest plugin it
  *                   is refused as a duplicate name; loaded alone it loads.
@@ -32,6 +37,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,7 +45,8 @@
 
 #if defined(BAD_ABI_MAJOR) + defined(BAD_ABI_MINOR) + defined(BAD_SIZE) + \
     defined(BAD_SIGNATURE) + defined(BAD_MISSING_OP) + defined(BAD_NO_SYMBOL) + \
-    defined(BAD_KIND) + defined(DUP_SELFTEST) + defined(DUP_SERVES) != 1
+    defined(BAD_KIND) + defined(BAD_TOOLKIT_API) + defined(OLD_TOOLKIT) + \
+    defined(DUP_SELFTEST) + defined(DUP_SERVES) != 1
 #error "define exactly one of BAD_ABI_MAJOR ... DUP_SERVES"
 #endif
 
@@ -80,6 +87,19 @@
 #define PLUGIN_NAME		"bad_kind"
 #undef PLUGIN_KIND
 #define PLUGIN_KIND		((enum kgym_plugin_kind)42)
+#elif defined(BAD_TOOLKIT_API)
+#define PLUGIN_NAME		"bad_toolkit_api"
+#undef PLUGIN_KIND
+#define PLUGIN_KIND		KGYM_PLUGIN_TOOLKIT
+#elif defined(OLD_TOOLKIT)
+#define PLUGIN_NAME		"old_toolkit"
+#define PLUGIN_SERVES		"old_api"
+#undef PLUGIN_KIND
+#define PLUGIN_KIND		KGYM_PLUGIN_TOOLKIT
+#undef PLUGIN_ABI_MINOR
+#define PLUGIN_ABI_MINOR	2
+#undef PLUGIN_STRUCT_SIZE
+#define PLUGIN_STRUCT_SIZE	offsetof(struct kgym_plugin, toolkit_api)
 #elif defined(DUP_SELFTEST)
 #define PLUGIN_NAME		"selftest"
 #define PLUGIN_SERVES		"selftest_dup"

@@ -26,7 +26,7 @@ static const struct kgym_plugin_handle *self;
 static const char *const selftest_actions[] = {
 	"ok", "incorrect", "fail", "sleep", "crash", "hang", "network", "unix_socket", "exec",
 	"ptrace", "read_secret", "fork_bomb", "oom", "huge_output", "garbage_output",
-	"gpu_shared", "gpu_exclusive", "gpu_relock", "gpu_probe", NULL
+	"gpu_shared", "gpu_exclusive", "gpu_relock", "gpu_probe", "toolkit", NULL
 };
 
 static int

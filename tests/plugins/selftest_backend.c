@@ -8,7 +8,9 @@
  * parent channel.  Each action's expected end is asserted by the worker
  * tests (tests/integration/test_workers.py).  The gpu_* actions hold the
  * GPU lock and record CLOCK_MONOTONIC timestamps, for the lock tests, and
- * gpu_probe launches a real kernel (tests/gpu/run).
+ * gpu_probe launches a real kernel (tests/gpu/run).  `toolkit` asks the
+ * worker's host->toolkit for an API of the test toolkit
+ * (tests/plugins/toolkit_selftest.c) from inside the sandboxed job.
  */
 #include "config.h"
 
@@ -21,6 +23,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +251,35 @@ sb_gpu_probe(void)
 	    "elements", N, "wrong", bad));
 }
 
+/*
+ * host->toolkit in a worker, inside a job: {"found", "sum" (the test
+ * toolkit's add(2, 3)), "cause"} in the metadata.
+ */
+static json_t *
+sb_toolkit(const json_t *request)
+{
+	struct selftest_api {
+		struct kgym_toolkit_api head;
+		int (*add)(int a, int b);
+	};
+	const char *name = json_string_value(json_object_get(request, "api"));
+	json_int_t min = json_integer_value(json_object_get(request, "min_version"));
+	const struct selftest_api *api;
+	char *cause = NULL;
+	json_t *meta;
+
+	if (host->struct_size < offsetof(struct kgym_host, toolkit) + sizeof host->toolkit ||
+	    host->toolkit == NULL)
+		return sb_failed("SYSTEM_ERROR", "this host has no toolkit function");
+	api = (const struct selftest_api *)(const void *)host->toolkit(name != NULL ? name :
+	    "selftest_api", (uint32_t)min, &cause);
+	meta = json_pack("{s:b, s:s?}", "found", api != NULL, "cause", cause);
+	if (api != NULL && KGYM_TOOLKIT_HAS(api, add))
+		json_object_set_new(meta, "sum", json_integer(api->add(2, 3)));
+	free(cause);
+	return sb_ok(api != NULL, meta);
+}
+
 static int
 sb_run(const json_t *request, json_t **ret_result, char **ret_cause)
 {
@@ -322,6 +355,8 @@ sb_run(const json_t *request, json_t **ret_result, char **ret_cause)
 			r = sb_failed("SYSTEM_ERROR", "gpu_lock failed");
 		else
 			r = sb_lock_hold(false, hold);
+	} else if (strcmp(action, "toolkit") == 0) {
+		r = sb_toolkit(request);
 	} else if (strcmp(action, "gpu_probe") == 0) {
 		r = sb_gpu_probe();
 		if (json_is_string(then) && strcmp(json_string_value(then), "network") == 0) {

@@ -10,6 +10,10 @@
 #     symbols (no -rdynamic), and no plugin or plugin library defines or
 #     needs a symbol that the daemon's objects define (a copy of daemon
 #     code, a stub of its log functions, a call into it).
+#  2b. Toolkits are reached through the ABI (host->toolkit), never linked:
+#     an installed plugin exports nothing but kgym_plugin (so a toolkit's
+#     API tables stay behind toolkit_api), and no other plugin defines a
+#     function or table of a toolkit's (a copy of its sources).
 #  3. No C file over 1,500 lines (STYLE.md).
 #  4. The daemon's include cycle stays gone: the control socket (control.c)
 #     reaches the op handlers and the waits through struct peer, and
@@ -138,6 +142,40 @@ for so in "$builddir"/plugins/.libs/*.so "$builddir"/plugins/python/.libs/*.so \
 	fi
 done
 rm -f "$syms"
+
+# --- 2b. toolkits
+# The names a built object defines itself (functions, tables), without what
+# the toolchain adds to every shared object.
+own_syms() {
+	nm "$1" 2>/dev/null | awk '$2 ~ /^[TtDdRrBb]$/ {print $3}' |
+	    grep -v '^_\|\.\|^\(kgym_plugin\|deregister_tm_clones\|register_tm_clones\|frame_dummy\|completed\)$' |
+	    sort -u
+}
+for so in "$builddir"/plugins/.libs/*.so; do
+	[ -f "$so" ] || continue
+	exported=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^kgym_plugin$')
+	if [ -n "$exported" ]; then
+		bad "${so#"$builddir"/} exports more than kgym_plugin:" $exported
+	fi
+done
+for tk in "$builddir"/plugins/.libs/*.so; do
+	[ -f "$tk" ] || continue
+	name=$(basename "$tk" .so)
+	# A toolkit: its folder's sources say KGYM_PLUGIN_TOOLKIT.
+	grep -qs 'KGYM_PLUGIN_TOOLKIT' "$srcdir/plugins/$name"/*.c || continue
+	tksyms=${TMPDIR:-/tmp}/kgym-toolkit-syms.$$
+	own_syms "$tk" > "$tksyms"
+	for so in "$builddir"/plugins/.libs/*.so "$builddir"/plugins/python/.libs/*.so; do
+		[ -f "$so" ] && [ "$so" != "$tk" ] || continue
+		common=$(own_syms "$so" | comm -12 - "$tksyms")
+		if [ -n "$common" ]; then
+			bad "${so#"$builddir"/} links code of toolkit $name instead of asking" \
+			    "host->toolkit:" $common
+		fi
+	done
+	rm -f "$tksyms"
+done
+
 if [ "$nplugins" -eq 0 ]; then
 	bad "no plugin found under $builddir/plugins: build first"
 fi

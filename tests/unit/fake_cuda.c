@@ -7,7 +7,8 @@
  * device_attach()).  "Device" pointers are host pointers; the virtual
  * memory calls are mmap/mprotect, so the guard after a tensor is a real
  * PROT_NONE page.  Kernels are C functions looked up by name: the trusted
- * helpers (ports of helpers.c's CUDA, same arithmetic) and a few
+ * helpers (ports of helpers.c's CUDA, same arithmetic; kg_compare is the
+ * compare toolkit's own host rule, rules.c) and a few
  * candidates that are right, wrong, partial, mutating, crashing or
  * cheating (one hard-codes the problem size).  Time is simulated: each
  * candidate launch advances a clock by its cost with 0.2% noise, so timing
@@ -28,6 +29,7 @@
 
 #include "nvrtc_internal.h"
 #include "fake_cuda.h"
+#include "rules.h"
 
 struct CUctx_st { int unused; };
 /*
@@ -273,49 +275,18 @@ kg_poison(void **a, const unsigned int *g, const unsigned int *b)
 	}
 }
 
+/* The compare toolkit's host rule, which must match its kernel (rules.c). */
 static void
 kg_compare(void **a, const unsigned int *g, const unsigned int *b)
 {
 	const void *got = *(void **)a[0], *exp = *(void **)a[1];
-	u64 n = *(u64 *)a[2], i;
+	u64 n = *(u64 *)a[2];
 	int dt = *(int *)a[3];
 	double atol = *(double *)a[4], rtol = *(double *)a[5];
-	struct helpers_cmp *res = *(struct helpers_cmp **)a[6];
-	size_t es = spec_dtype_size((enum spec_dtype)dt);
-	double mabs = 0.0, mrel = 0.0, ge, ee, d;
-	bool ok;
+	struct kgym_compare_stats *res = *(struct kgym_compare_stats **)a[6];
 
 	fake_stats.compares++;
-	for (i = 0; i < n; i++) {
-		ge = value_get((enum spec_dtype)dt, (const char *)got + i * es);
-		ee = value_get((enum spec_dtype)dt, (const char *)exp + i * es);
-		if (dt >= SPEC_INT64) {
-			ok = memcmp((const char *)got + i * es, (const char *)exp + i * es, es) == 0;
-			d = fabs(ge - ee);
-			mabs = fmax(mabs, d);
-			if (ee != 0)
-				mrel = fmax(mrel, d / fabs(ee));
-		} else if (isnan(ee)) {
-			ok = isnan(ge);
-		} else if (isinf(ee)) {
-			ok = ge == ee;
-		} else if (!isfinite(ge)) {
-			ok = false;
-			res->nonfinite++;
-		} else {
-			d = fabs(ge - ee);
-			ok = d <= atol + rtol * fabs(ee);
-			mabs = fmax(mabs, d);
-			if (ee != 0.0)
-				mrel = fmax(mrel, d / fabs(ee));
-		}
-		if (!ok) {
-			if (res->mismatches++ == 0 && ~i > res->first_bad_inv)
-				res->first_bad_inv = ~i;
-		}
-	}
-	memcpy(&res->max_abs_bits, &mabs, 8);
-	memcpy(&res->max_rel_bits, &mrel, 8);
+	rules_api.compare((enum kgym_dtype)dt, got, exp, n, atol, rtol, res);
 }
 
 static void
@@ -1167,9 +1138,21 @@ fake_gpu_lock(int mode)
 	return 0;
 }
 
+/* The one toolkit a test process has: the compare rules, linked in. */
+const struct kgym_toolkit_api *
+fake_toolkit(const char *name, uint32_t min_version, char **ret_cause)
+{
+	if (strcmp(name, KGYM_COMPARE_API) == 0 && rules_api.head.version >= min_version)
+		return &rules_api.head;
+	if (ret_cause != NULL && asprintf(ret_cause, "no toolkit serves the '%s' API", name) < 0)
+		*ret_cause = NULL;
+	return NULL;
+}
+
 struct kgym_host fake_host = {
 	.abi_major = KGYM_PLUGIN_ABI_MAJOR,
 	.abi_minor = KGYM_PLUGIN_ABI_MINOR,
 	.struct_size = sizeof(struct kgym_host),
 	.gpu_lock = fake_gpu_lock_host,
+	.toolkit = fake_toolkit,
 };

@@ -54,6 +54,9 @@ extern struct fake_stats fake_stats;
 struct kgym_host;
 int	fake_gpu_lock(int mode);
 extern struct kgym_host fake_host;
+/* fake_host.toolkit: the compare rules (plugins/compare/rules.c), linked in. */
+const struct kgym_toolkit_api *fake_toolkit(const char *name, uint32_t min_version,
+	    char **ret_cause);
 
 /* Forget a sticky error, as a fresh worker would start without one. */
 void	fake_reset(void);

@@ -31,6 +31,7 @@
 
 #include "nvrtc_internal.h"
 #include "fake_cuda.h"
+#include "rules.h"
 
 /* ------------------------------------------------ [plugin.nvrtc] keys */
 
@@ -685,6 +686,8 @@ main(void)
 	};
 	int failed;
 
+	/* What prepare() would find through the worker's host->toolkit. */
+	nvrtc_compare = &rules_api;
 	failed = cmocka_run_group_tests_name("nvrtc detectors (pure)", pure_tests, NULL, NULL);
 	failed += cmocka_run_group_tests_name("nvrtc detectors (fake driver)", eval_tests,
 	    setup_device, teardown_device);

@@ -32,6 +32,7 @@
 
 #include "nvrtc_internal.h"
 #include "fake_cuda.h"
+#include "rules.h"
 
 /* ------------------------------------------------------------- values.c */
 
@@ -105,10 +106,10 @@ test_value_put(void **state)
 	assert_int_equal(value_put(SPEC_BFLOAT16, INFINITY, b), 0);
 	assert_true(isinf(value_get(SPEC_BFLOAT16, b)));
 	assert_int_equal(value_put(SPEC_FLOAT32, 0.1, b), 0);
-	value_format(SPEC_FLOAT32, b, s, sizeof s);
+	rules_api.format_value(KGYM_DTYPE_FLOAT32, b, s, sizeof s);
 	assert_string_equal(s, "0.100000001");
 	assert_int_equal(value_put(SPEC_INT64, -5, b), 0);
-	value_format(SPEC_INT64, b, s, sizeof s);
+	rules_api.format_value(KGYM_DTYPE_INT64, b, s, sizeof s);
 	assert_string_equal(s, "-5");
 }
 
@@ -177,6 +178,65 @@ test_stats_json(void **state)
 	json_decref(j);
 }
 
+/* ------------------------------------------------------------- nvrtc.c */
+
+extern const struct kgym_plugin kgym_plugin;	/* nvrtc.c's, linked in */
+
+static const struct kgym_toolkit_api *
+no_toolkit(const char *name, uint32_t min_version, char **ret_cause)
+{
+	*ret_cause = strdup("no toolkit serves the 'compare' API (test)");
+	return NULL;
+}
+
+/* Without the compare toolkit nvrtc fails closed in prepare(), naming it. */
+static void
+test_prepare_needs_compare(void **state)
+{
+	const struct kgym_host *saved = nvrtc_host;
+	struct kgym_host h = fake_host;
+	char *cause = NULL;
+
+	h.toolkit = no_toolkit;
+	nvrtc_host = &h;
+	assert_int_equal(kgym_plugin.prepare(&cause), -ENOENT);
+	assert_non_null(cause);
+	if (strstr(cause, "nvrtc needs the 'compare' toolkit, version 1: no toolkit serves "
+	    "the 'compare' API (test)") == NULL)
+		fail_msg("cause: %s", cause);
+	assert_null(nvrtc_compare);
+	free(cause);
+	cause = NULL;
+
+	/* A host from before ABI 1.3 has no toolkit at all. */
+	h.toolkit = NULL;
+	assert_int_equal(kgym_plugin.prepare(&cause), -ENOENT);
+	assert_non_null(strstr(cause, "hands out no toolkits"));
+	free(cause);
+
+	/* With it, the helpers compile only with the toolkit's kernel. */
+	nvrtc_host = saved;
+	nvrtc_compare = &rules_api;
+}
+
+/*
+ * Without the cupti toolkit the backend still works: profiling is
+ * "unavailable", naming the toolkit, and timing uses events alone.
+ * (fake_host.toolkit serves only "compare".)
+ */
+static void
+test_profile_needs_cupti(void **state)
+{
+	profile_prepare();
+	assert_false(profile_available());
+	if (strstr(profile_status(), "unavailable: no 'cupti' toolkit: no toolkit serves the "
+	    "'cupti' API") == NULL)
+		fail_msg("status: %s", profile_status());
+	assert_int_equal(profile_extra_calls(), 0);
+	profile_fini();
+	assert_non_null(strstr(profile_status(), "off: "));
+}
+
 /* ------------------------------------------------------------ helpers.c */
 
 static void
@@ -199,6 +259,14 @@ test_helpers_compile(void **state)
 	assert_int_equal(helpers_compile("sm_1", &cubin, &size, &cause), -EINVAL);
 	assert_non_null(cause);
 	free(cause);
+	cause = NULL;
+
+	/* No compare toolkit, no kg_compare: no helpers at all. */
+	nvrtc_compare = NULL;
+	assert_int_equal(helpers_compile("sm_90", &cubin, &size, &cause), -ENOENT);
+	assert_non_null(strstr(cause, "no compare toolkit"));
+	free(cause);
+	nvrtc_compare = &rules_api;
 }
 
 /* ------------------------------------- evaluate_job against the fake */
@@ -1239,8 +1307,10 @@ main(void)
 		cmocka_unit_test(test_stats_ci),
 		cmocka_unit_test(test_stats_json),
 		cmocka_unit_test(test_helpers_compile),
+		cmocka_unit_test(test_prepare_needs_compare),
 	};
 	const struct CMUnitTest eval_tests[] = {
+		cmocka_unit_test(test_profile_needs_cupti),
 		cmocka_unit_test(test_eval_correct),
 		cmocka_unit_test(test_eval_wrong_element),
 		cmocka_unit_test(test_eval_half_written),
@@ -1277,6 +1347,8 @@ main(void)
 	};
 	int failed;
 
+	/* What prepare() would find through the worker's host->toolkit. */
+	nvrtc_compare = &rules_api;
 	failed = cmocka_run_group_tests_name("nvrtc host", host_tests, NULL, NULL);
 	failed += cmocka_run_group_tests_name("nvrtc evaluate (fake driver)", eval_tests,
 	    setup_device, teardown_device);

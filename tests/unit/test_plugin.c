@@ -2,10 +2,12 @@
  * test_plugin.c -- unit tests of the plugin loader (kgymd/plugin.c).
  *
  * Loads the test-only plugins of tests/plugins/ (bad_plugins.c, built as
- * bad_*.so, dup_selftest.so and dup_serves.so) with a stub host table and checks that each
+ * bad_*.so, dup_selftest.so, dup_serves.so and old_toolkit.so, and
+ * toolkit_selftest.so) with a stub host table and checks that each
  * is refused for its own reason, that unsafe files and directories are
- * refused before dlopen(), that duplicates are refused, and that a good
- * plugin loads, is found, is described and is unloaded with fini().
+ * refused before dlopen(), that duplicates are refused, that a good
+ * plugin loads, is found, is described and is unloaded with fini(), and
+ * that host->toolkit (plugin_toolkit) finds a toolkit's API or says why not.
  *
  * The plugins come from $KGYM_BUILDDIR/tests/plugins/.libs (default ../..,
  * the build root seen from tests/unit).  Each test copies what it needs into
@@ -248,6 +250,8 @@ test_bad_plugins(void **state)
 		const char *reason;
 	} cases[] = {
 		{ "bad_abi_major", -EPROTO, "built for ABI 99." },
+		{ "bad_toolkit_api", -EINVAL, "toolkit plugin 'bad_toolkit_api' lacks operation "
+		    "'toolkit_api'" },
 		{ "bad_abi_minor", -EPROTO, "built for ABI 1.999, newer than kgymd's 1." },
 		{ "bad_size", -EPROTO, "struct_size 8 is smaller than ABI 1.0's" },
 		{ "bad_signature", -EPROTO, "build signature 'wrong' does not match" },
@@ -511,6 +515,80 @@ test_load_all(void **state)
 	assert_int_equal(nloaded() + nrefused(), 0);
 }
 
+/* host->toolkit: found, too old, missing, listed but not given, too small. */
+static void
+test_toolkit_lookup(void **state)
+{
+	struct selftest_api {
+		struct kgym_toolkit_api head;
+		int (*add)(int a, int b);
+	};
+	const struct selftest_api *api;
+	const struct kgym_toolkit_api *head;
+	char dir[PATH_MAX], path[PATH_MAX];
+	char *cause = NULL;
+
+	/* Nothing loaded: missing, and the cause names the API. */
+	assert_null(plugin_toolkit("selftest_api", 1, &cause));
+	assert_non_null(cause);
+	assert_non_null(strstr(cause, "no toolkit serves the 'selftest_api' API"));
+	free(cause);
+	cause = NULL;
+
+	make_dir(dir, sizeof dir, 0755);
+	copy_plugin("toolkit_selftest", dir, 0755, path, sizeof path);
+	assert_int_equal(plugin_load(path, &stub_host, &cause), 0);
+	assert_null(cause);
+
+	/* Found, at any version up to its own; the head protects the rest. */
+	head = plugin_toolkit("selftest_api", 3, &cause);
+	assert_non_null(head);
+	assert_null(cause);
+	assert_int_equal(head->version, 3);
+	api = (const struct selftest_api *)(const void *)head;
+	assert_true(KGYM_TOOLKIT_HAS(api, add));
+	assert_int_equal(api->add(2, 3), 5);
+	assert_ptr_equal(plugin_toolkit("selftest_api", 0, NULL), head);
+
+	/* Too old for the caller: refused, saying both versions. */
+	assert_null(plugin_toolkit("selftest_api", 4, &cause));
+	assert_non_null(cause);
+	if (strstr(cause, "at version 3; version 4 or later is needed") == NULL)
+		fail_msg("cause: %s", cause);
+	free(cause);
+	cause = NULL;
+
+	/* Listed in serves, but no struct behind it; and a struct too small. */
+	assert_null(plugin_toolkit("selftest_none", 1, &cause));
+	assert_non_null(strstr(cause, "lists the 'selftest_none' API but gives none"));
+	free(cause);
+	cause = NULL;
+	assert_null(plugin_toolkit("selftest_small", 1, &cause));
+	assert_non_null(strstr(cause, "smaller than its head"));
+	free(cause);
+	cause = NULL;
+
+	/* Missing, with the toolkit loaded; and a NULL ret_cause is allowed. */
+	assert_null(plugin_toolkit("nosuch", 1, &cause));
+	assert_non_null(strstr(cause, "'nosuch'"));
+	free(cause);
+	cause = NULL;
+	assert_null(plugin_toolkit("nosuch", 1, NULL));
+
+	/* A toolkit is no backend or workflow. */
+	assert_null(plugin_find_backend("selftest_api"));
+	assert_null(plugin_find_workflow("selftest_api"));
+
+	/* A toolkit built for ABI 1.2 still loads, and offers nothing. */
+	copy_plugin("old_toolkit", dir, 0755, path, sizeof path);
+	if (plugin_load(path, &stub_host, &cause) != 0)
+		fail_msg("old_toolkit refused: %s", cause);
+	assert_null(cause);
+	assert_null(plugin_toolkit("old_api", 0, &cause));
+	assert_non_null(strstr(cause, "toolkit 'old_toolkit' lists the 'old_api' API but gives none"));
+	free(cause);
+}
+
 static void
 test_kind_names(void **state)
 {
@@ -540,6 +618,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_not_a_plugin, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_init_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load_all, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_toolkit_lookup, setup, teardown),
 		cmocka_unit_test(test_kind_names),
 	};
 	const char *builddir = getenv("KGYM_BUILDDIR");
