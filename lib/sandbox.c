@@ -159,6 +159,9 @@ static const char *const sandbox_common[] = {
 	"gettimeofday", "time",
 	"getrandom", "uname", "sysinfo", "getrusage", "times",
 	"getrlimit", "prlimit64", "prctl",
+	/* oneDNN asks the kernel for the AMX tile state before its first
+	 * convolution on a CPU that has AMX (sandbox_specials[]) */
+	"arch_prctl",
 	NULL,
 };
 
@@ -256,9 +259,9 @@ static const char *const sandbox_exec[] = {
 	 * the harness reaps whatever a candidate leaves behind as a subreaper,
 	 * so a new group does not outlive the job */
 	"setpgid", "getpgid", "getpgrp",
-	/* a fresh program's libc sets its TLS base (ARCH_SET_FS) and asks for
-	 * CET/AMX state: all of it the calling process's own */
-	"arch_prctl",
+	/* (arch_prctl is in the common set: a fresh program's libc sets its
+	 * TLS base with it, which the compiler profile allows, see
+	 * sandbox_specials[]) */
 	NULL,
 };
 
@@ -270,7 +273,19 @@ enum sandbox_cond {
 	SB_COND_AF_UNIX,		/* socket: domain AF_UNIX */
 	SB_COND_PRCTL_NAME,		/* prctl: PR_SET_NAME, PR_GET_NAME */
 	SB_COND_NO_NS,			/* clone, compiler profile: no namespace */
+	SB_COND_XCOMP,			/* arch_prctl: the XSAVE feature permissions */
 };
+
+/* <asm/prctl.h> of Linux 5.16; older headers lack them. */
+#ifndef ARCH_GET_XCOMP_SUPP
+#define ARCH_GET_XCOMP_SUPP	0x1021
+#endif
+#ifndef ARCH_GET_XCOMP_PERM
+#define ARCH_GET_XCOMP_PERM	0x1022
+#endif
+#ifndef ARCH_REQ_XCOMP_PERM
+#define ARCH_REQ_XCOMP_PERM	0x1023
+#endif
 
 struct sandbox_special {
 	const char *name;
@@ -306,6 +321,16 @@ static const struct sandbox_special sandbox_specials[] = {
 	    "reading only (new_limit NULL); setting fails with EPERM" },
 	{ "prctl", SB_COND_PRCTL_NAME, 0, false,
 	    "PR_SET_NAME and PR_GET_NAME only" },
+	/*
+	 * A process may use AMX only once it asked (ARCH_REQ_XCOMP_PERM):
+	 * oneDNN, under torch's CPU convolutions, asks on CPUs that have it
+	 * (a job killed by SIGSYS on a Xeon with AMX).  The permission is the
+	 * calling process's own.  Under the compiler profile every code is
+	 * allowed: a fresh program's libc sets its TLS base (ARCH_SET_FS).
+	 */
+	{ "arch_prctl", SB_COND_XCOMP, 0, false,
+	    "ARCH_GET_XCOMP_SUPP, ARCH_GET_XCOMP_PERM, ARCH_REQ_XCOMP_PERM only "
+	    "(AMX permission, the process's own); under the compiler profile all" },
 	{ "socket", SB_COND_AF_UNIX, 0, false,
 	    "AF_UNIX only, where a list has it" },
 	{ "ioctl", SB_COND_NONE, ENOTTY, false,
@@ -672,6 +697,8 @@ sandbox_seccomp_allow(scmp_filter_ctx ctx, const struct sandbox_policy *p,
 	/* Compilers are processes: clone may make them, never a namespace. */
 	if (cond == SB_COND_THREAD && p->allow_exec_compilers)
 		cond = SB_COND_NO_NS;
+	if (cond == SB_COND_XCOMP && p->allow_exec_compilers)
+		cond = SB_COND_NONE;
 	switch (cond) {
 	case SB_COND_NONE:
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 0);
@@ -714,6 +741,16 @@ sandbox_seccomp_allow(scmp_filter_ctx ctx, const struct sandbox_policy *p,
 		if (rc == 0)
 			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
 			    sandbox_arg(0, SCMP_CMP_EQ, PR_GET_NAME, 0));
+		break;
+	case SB_COND_XCOMP:
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
+		    sandbox_arg(0, SCMP_CMP_EQ, ARCH_GET_XCOMP_SUPP, 0));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
+			    sandbox_arg(0, SCMP_CMP_EQ, ARCH_GET_XCOMP_PERM, 0));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sys, 1,
+			    sandbox_arg(0, SCMP_CMP_EQ, ARCH_REQ_XCOMP_PERM, 0));
 		break;
 	default:
 		rc = -EINVAL;

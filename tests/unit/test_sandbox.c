@@ -504,6 +504,38 @@ child_getpriority(void)
 	return getpriority(PRIO_PROCESS, 0) == -1 && errno != 0 ? 1 : 0;
 }
 
+#ifdef __x86_64__
+/* oneDNN's question before AMX code (torch's CPU convolutions): asked and
+ * answered, not killed. */
+static int
+child_xcomp_perm(void)
+{
+	unsigned long features = 0;
+
+	return syscall(SYS_arch_prctl, 0x1022 /* ARCH_GET_XCOMP_PERM */,
+	    &features) == 0 ? 0 : 1;
+}
+
+/* Any other code (here ARCH_SET_GS) is not the common set's. */
+static int
+child_arch_prctl_set_gs(void)
+{
+	syscall(SYS_arch_prctl, 0x1001 /* ARCH_SET_GS */, 0UL);
+	return 0;
+}
+#endif
+
+static void
+test_arch_prctl(void **state)
+{
+#ifdef __x86_64__
+	assert_exited(run_simple(child_xcomp_perm), 0);
+	assert_killed(run_simple(child_arch_prctl_set_gs), SIGSYS);
+#else
+	skip();
+#endif
+}
+
 static void
 test_socket_inet(void **state)
 {
@@ -1202,6 +1234,7 @@ main(void)
 		cmocka_unit_test(test_wipe),
 		cmocka_unit_test(test_soft_denials),
 		cmocka_unit_test(test_signal_self),
+		cmocka_unit_test(test_arch_prctl),
 		cmocka_unit_test(test_socket_inet),
 		cmocka_unit_test(test_socket_unix_cpu),
 		cmocka_unit_test(test_execve),
