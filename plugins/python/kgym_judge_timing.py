@@ -85,8 +85,9 @@ class TimingPhase:
     # -- the candidate's timing
     def timing(self):
         """Warm-up calls, then rounds until num_perf_trials calls (and at
-        least MIN_TIMING_TRIALS rounds) or the precision or the budget is
-        reached.  Returns the samples, one per round: ms per call."""
+        least MIN_TIMING_TRIALS rounds), or, after MIN_TIMING_TRIALS rounds,
+        until the precision or the budget is reached, as one call per round
+        did before.  Returns the samples, one per round: ms per call."""
         job = self.job
         n = max(1, int(job.get("num_perf_trials") or 100))
         warm = max(0, int(job.get("num_warmup", 3)))
@@ -121,7 +122,7 @@ class TimingPhase:
             times.append(self.timed_round(label, k))
             if len(times) >= MIN_TIMING_TRIALS:
                 s = stats(times)
-                if s["ci95_rel"] is not None and s["ci95_rel"] <= prec and self.timed_calls >= n:
+                if s["ci95_rel"] is not None and s["ci95_rel"] <= prec:
                     break
                 if (time.monotonic() - t_start) * 1e3 > budget:
                     break
