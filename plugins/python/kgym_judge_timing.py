@@ -58,6 +58,13 @@ class TimingPhase:
         if not self.gpu:
             return 1
         budget = int(self.limits.get("round_bytes", 8 << 30))
+        try:
+            # Rounds take no more than a quarter of what the device has free
+            # now: the other jobs on this GPU need theirs, and a job whose
+            # problem is big keeps one call per round rather than failing.
+            budget = min(budget, torch.cuda.mem_get_info()[0] // 4)
+        except RuntimeError:
+            budget = 0
         per_call = max(1, in_bytes + 3 * out_bytes)
         return max(1, min(MAX_CALLS_PER_ROUND, budget // per_call, self.max_calls_per_round()))
 
