@@ -68,6 +68,7 @@ import ctypes
 import fcntl
 import hashlib
 import json
+import mmap
 import os
 import platform
 import select
@@ -188,6 +189,11 @@ class Job:
             self.server_report = {"server": "drop"}           # bound to another reference
         lib = self.z.sandbox_lib
         memfds = dict(self.memfds)
+        # A page the judge and this process share (made after the
+        # candidate's fork: never in its memory): 1 while the judge runs
+        # the submitter's reference code, so that a judge killed by the
+        # sandbox is blamed on the reference only when it was in it.
+        self.judge_flag = mmap.mmap(-1, mmap.PAGESIZE)
 
         def judge():
             judge_ref, ref_end = socket.socketpair()
@@ -201,6 +207,7 @@ class Job:
                 os._exit(0)
             ref_end.close()
             import kgym_judge           # here, after the forks: never in an executor's memory
+            kgym_judge.IN_REFERENCE = self.judge_flag
             kgym_judge.judge_main(judge_sup, kgym_judge.Peer("reference", judge_ref, ref_ctl),
                                   kgym_judge.Peer("candidate", self.judge_cand, self.cand_ctl), lib, memfds)
         self.judge = self.spawn("judge", [judge_sup, self.judge_cand], [self.cand_ctl] + list(memfds.values()), judge)
@@ -432,9 +439,13 @@ class Job:
                 log = tail_of(os.path.join(self.job_dir, "judge", "output.log"))
                 if log:
                     sys.stderr.write("kgym_harness: the judge ended (%s):\n%s\n" % (why, log))
-                if code == "SANDBOX_VIOLATION":
-                    return self.fail("VALIDATION_ERROR", "the judge, running the reference's get_inputs(), "
+                in_reference = getattr(self, "judge_flag", None) is not None and self.judge_flag[0] == 1
+                if code == "SANDBOX_VIOLATION" and in_reference:
+                    return self.fail("VALIDATION_ERROR", "the judge, running the reference's code, "
                                      "made a system call the sandbox forbids (killed by SIGSYS)", self.compiled)
+                if code == "SANDBOX_VIOLATION":
+                    return self.fail("SYSTEM_ERROR", "the judge made a system call the sandbox forbids "
+                                     "(killed by SIGSYS) outside the reference's code", self.compiled)
                 return self.fail("SYSTEM_ERROR", why, self.compiled)
             t = msg.get("type")
             if t == "compiled":

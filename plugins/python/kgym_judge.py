@@ -50,6 +50,23 @@ from kgym_judge_compare import Verdict, compare_outputs, median, same_tensor
 from kgym_judge_timing import TimingPhase
 
 PROFILE_CALLS = 3
+# The page the supervisor reads when this process dies (kgym_harness.py):
+# byte 0 is 1 while the submitter's reference code runs here.
+IN_REFERENCE = None
+
+
+class reference_code:
+    """`with reference_code():` around every call into the reference's
+    module (its import, get_inputs())."""
+
+    def __enter__(self):
+        if IN_REFERENCE is not None:
+            IN_REFERENCE[0] = 1
+
+    def __exit__(self, *exc):
+        if IN_REFERENCE is not None:
+            IN_REFERENCE[0] = 0
+        return False
 # What the candidate's process may report once its code has run: failures
 # of the candidate, never of kgymd or of the reference.
 CANDIDATE_CODES = ("RUNTIME_ERROR", "RESOURCE_ERROR", "COMPILATION_ERROR", "CORRECTNESS_ERROR")
@@ -176,7 +193,8 @@ class Judge(TimingPhase):
         # server: its module-level state is the job's own, as in a fresh
         # process (a few milliseconds).
         try:
-            self.mod = load_module(job["reference_code"], "reference_code")
+            with reference_code():
+                self.mod = load_module(job["reference_code"], "reference_code")
         except Exception:  # noqa: BLE001
             raise Verdict("VALIDATION_ERROR", format_exc("the reference could not be loaded:"), completed=False)
         if not callable(self.mod.get("get_inputs")):
@@ -210,11 +228,15 @@ class Judge(TimingPhase):
         for a signed trial every floating tensor gets random signs."""
         torch.manual_seed(seed)
         try:
-            if self.gpu:
-                with torch.device("cuda"):
+            with reference_code():
+                if self.gpu:
+                    with torch.device("cuda"):
+                        inputs = list(self.mod["get_inputs"]())
+                else:
                     inputs = list(self.mod["get_inputs"]())
-            else:
-                inputs = list(self.mod["get_inputs"]())
+                # Plain tensors from here on: a subclass's methods are the
+                # reference's code, which must not run unmarked in the judge.
+                inputs = [x.as_subclass(torch.Tensor) if isinstance(x, torch.Tensor) else x for x in inputs]
         except Exception as e:  # noqa: BLE001
             if out_of_memory(e):
                 # The problem's size, never the candidate's fault.
@@ -713,13 +735,17 @@ def judge_job(j):
     except Exception:  # noqa: BLE001
         out.update(ok=False, code="SYSTEM_ERROR", message=internal_error("the judge"),
                    completed=False)
-    out["compiled"] = j.compiled
-    out["checked_calls"] = j.checked_calls
-    out["calls"] = j.calls
-    out["profile"] = j.profile
-    out["triton_kernels_matter"] = j.matter
-    j.meta["judge_prep_ms_p50"] = {r: median(v) for r, v in j.prep_ms.items() if v}
-    out["meta"] = j.meta
+    try:
+        out["compiled"] = j.compiled
+        out["checked_calls"] = j.checked_calls
+        out["calls"] = j.calls
+        out["profile"] = j.profile
+        out["triton_kernels_matter"] = j.matter
+        j.meta["judge_prep_ms_p50"] = {r: median(v) for r, v in j.prep_ms.items() if v}
+        out["meta"] = j.meta
+    except Exception:  # noqa: BLE001 - a verdict, never a silent death
+        out = {"type": "verdict", "ok": False, "code": "SYSTEM_ERROR", "completed": False,
+               "message": internal_error("the judge, reporting")}
     send_msg(j.sup, out)
     return out
 

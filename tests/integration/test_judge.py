@@ -257,6 +257,24 @@ def test_rounds_time_and_check_every_call():
                 "calls_per_round %r: %s" % (bad, tp.show(r)))
 
 
+def test_judge_death_blamed_where_it_happened():
+    """A judge killed by the sandbox is the reference's fault only while it
+    runs the reference's code (its import, get_inputs()); elsewhere it is
+    kgymd's (SYSTEM_ERROR), whatever phase the job was in."""
+    honest = tp.read(os.path.join(tp.EXAMPLES, "softmax", "torch_correct.py"))
+    forks = SOFTMAX.replace("def get_inputs():\n", "def get_inputs():\n    import os\n    os.fork()\n", 1)
+    k.check(forks != SOFTMAX, "the reference was changed")
+    r = tp.run_once(honest, backend="torch", reference=forks, static_checks=False)
+    k.check(r.get("error_code") == "VALIDATION_ERROR" and "reference" in r.get("error_message", ""), tp.show(r))
+    # The reference's import patches the judge (it runs there): the judge
+    # then dies in its own code, after get_inputs() has returned.
+    patches = SOFTMAX + ("\nimport os, sys\nif 'kgym_judge' in sys.modules:\n"
+                         "    sys.modules['kgym_judge'].Judge.poison = lambda *a: os.fork()\n")
+    r = tp.run_once(honest, backend="torch", reference=patches, static_checks=False)
+    k.check(r.get("error_code") == "SYSTEM_ERROR" and "outside the reference's code" in r.get("error_message", ""),
+            tp.show(r))
+
+
 def test_candidate_cannot_blame_kgymd():
     """Once its code is loaded, the candidate's process reports failures of
     the candidate only: no SYSTEM_ERROR (kgymd's), no VALIDATION_ERROR (the
@@ -286,7 +304,8 @@ def main():
            test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
            test_wrong_at_one_trial_caught, test_outputs_poisoned, test_outputs_over_the_limit_refused,
            test_judge_death_tells_nothing_of_the_host, test_reference_out_of_memory_is_the_problems,
-           test_candidate_cannot_blame_kgymd, test_rounds_time_and_check_every_call])
+           test_candidate_cannot_blame_kgymd, test_rounds_time_and_check_every_call,
+           test_judge_death_blamed_where_it_happened])
 
 
 if __name__ == "__main__":

@@ -109,6 +109,11 @@ MUTANTS = [
       "        for j in range(k):\n            self.stash.append",
       "        for j in range(1):\n            self.stash.append",
       [TJ + ":test_rounds_time_and_check_every_call"]),
+    M("py_judge_death_blames_reference", "a judge killed outside the reference's code is kgymd's error, "
+      "not the reference's", "plugins/python/kgym_harness.py",
+      "                if code == \"SANDBOX_VIOLATION\" and in_reference:\n",
+      "                if code == \"SANDBOX_VIOLATION\":\n",
+      [TJ + ":test_judge_death_blamed_where_it_happened"]),
     M("py_no_poison", "the executor's outputs poisoned before each call", JUDGE,
       "    def poison(self, outs):\n",
       "    def poison(self, outs):\n        return\n",
