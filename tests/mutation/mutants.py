@@ -14,6 +14,7 @@ or runs past its time limit.  gpu=True: its killing tests need a GPU
 """
 
 JUDGE = "plugins/python/kgym_judge.py"
+JUDGE_TIMING = "plugins/python/kgym_judge_timing.py"
 HARNESS = "plugins/python/kgym_harness.py"
 EXECUTOR = "plugins/python/kgym_executor.py"
 TIMING = "plugins/nvrtc/timing.c"
@@ -69,11 +70,11 @@ MUTANTS = [
       "		if (0 && (error = device_poison(&outs[i], pb->outputs[i].dtype,",
       [NVRTC_EVAL]),
     # ---------------------------------------------------------------- python
-    M("py_stash_first_only", "every timed call verified (not a sample)", JUDGE,
+    M("py_stash_first_only", "every timed call verified (not a sample)", JUDGE_TIMING,
       "        for what, seed, got in stash:",
       "        for what, seed, got in stash[:1]:",
       [TJ + ":test_right_where_checked_always_caught"]),
-    M("py_timed_unverified", "timed calls verified, not only correctness trials", JUDGE,
+    M("py_timed_unverified", "timed calls verified, not only correctness trials", JUDGE_TIMING,
       "            self.timed_verdict(what, compare_outputs(want, got, self.job), None)",
       "            self.timed_verdict(what, None, None)",
       [TJ + ":test_right_where_checked_always_caught"]),
@@ -87,11 +88,12 @@ MUTANTS = [
       "        return derive_seed(self.base, tag, 0)",
       [TJ + ":test_cached_first_output_caught"]),
     M("py_no_changed_input", "inputs compared with the judge's copy after each call", JUDGE,
-      "    def changed_input(self, inputs):\n",
-      "    def changed_input(self, inputs):\n        return None\n",
+      "    def changed_input(self, inputs, j=0):\n",
+      "    def changed_input(self, inputs, j=0):\n        return None\n",
       [TJ + ":test_mutate_inputs_timed_caught"]),
     M("py_done_before_go_unchecked", "nothing of a call happens before GO", JUDGE,
-      "        if ctl.words[CTL_DONE] == k or not self.poison_intact(peer.outputs, fills):",
+      "        if ctl.words[CTL_DONE] == k or not all(self.poison_intact(self.slot(peer.outputs, j, n_out), f)\n"
+      "                                               for j, f in enumerate(fills)):",
       "        if False:",
       [TJ + ":test_work_before_go_caught"]),
     M("py_static_allows_pickle", "the static checks refuse unpickling (code they cannot see)",
@@ -143,9 +145,9 @@ MUTANTS = [
       "        job = Job(z)\n        sys.stdin = __import__(\"io\").StringIO(sys.stdin.read())\n"
       "        job.fork_candidate()\n",
       [TJ + ":test_seed_scan_finds_nothing"]),
-    M("py_calibrate_with_candidate", "calibration measured with the reference executor only", JUDGE,
-      "        return [self.call(self.ref, inputs, mode=\"empty\"",
-      "        return [self.call(self.cand, inputs, mode=\"empty\"",
+    M("py_calibrate_with_candidate", "calibration measured with the reference executor only", JUDGE_TIMING,
+      "        out = [self.round(self.ref, [inputs] * self.k, mode=\"empty\",",
+      "        out = [self.round(self.cand, [inputs] * self.k, mode=\"empty\",",
       [TJ + ":test_clock_patch_has_no_effect"]),
     M("py_no_signed_trial", "a signed-input trial when every input is non-negative", JUDGE,
       "            if k == len(plan) - 1 and nonneg and not any(s for _, s in plan):",
