@@ -40,6 +40,8 @@
 #define STORE_BUSY_TIMEOUT_MS	5000
 /* Shrink the WAL back to this after a checkpoint (a big batch grows it). */
 #define STORE_WAL_LIMIT_BYTES	(64 * 1024 * 1024)
+/* Checkpoint when the WAL holds this many pages (see store_set_journal). */
+#define STORE_CHECKPOINT_PAGES	8192
 
 /* The SQL below spells task states as numbers. */
 _Static_assert(TASK_QUEUED == 0 && TASK_RUNNING == 1 && TASK_COMPLETED == 2 &&
@@ -208,6 +210,7 @@ struct store {
 	sqlite3 *db;
 	char *path;
 	sqlite3_stmt *sql[SQL__COUNT];
+	int wal_frames;			/* after the last commit, with store_checkpoint_apart() */
 };
 
 static void
@@ -548,8 +551,8 @@ store_set_journal(struct store *store, bool sync_full, char **ret_cause)
 	 */
 	snprintf(sql, sizeof sql, "PRAGMA synchronous = %s;"
 	    " PRAGMA journal_size_limit = %d; PRAGMA cache_size = -16384;"
-	    " PRAGMA wal_autocheckpoint = 8192; PRAGMA temp_store = MEMORY;",
-	    sync_full ? "FULL" : "NORMAL", STORE_WAL_LIMIT_BYTES);
+	    " PRAGMA wal_autocheckpoint = %d; PRAGMA temp_store = MEMORY;",
+	    sync_full ? "FULL" : "NORMAL", STORE_WAL_LIMIT_BYTES, STORE_CHECKPOINT_PAGES);
 	if ((err = store_exec_sql(store, sql, ret_cause)) != 0)
 		return err;
 	return 0;
@@ -668,6 +671,50 @@ free_store:
 		free(cause);
 	store_free(store);
 	return NULL;
+}
+
+/* In the committing thread: SQLite's WAL hook, instead of its autocheckpoint. */
+static int
+store_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+	struct store *store = arg;
+
+	store->wal_frames = frames;
+	return SQLITE_OK;
+}
+
+void
+store_checkpoint_apart(struct store *store)
+{
+	/* Replaces the wal_autocheckpoint hook of this connection. */
+	sqlite3_wal_hook(store->db, store_wal_hook, store);
+}
+
+int
+store_wal_frames(const struct store *store)
+{
+	return store->wal_frames;
+}
+
+int
+store_checkpoint_pages(void)
+{
+	return STORE_CHECKPOINT_PAGES;
+}
+
+int
+store_checkpoint(struct store *store, int *ret_frames)
+{
+	int rc, log = 0, done = 0;
+
+	rc = sqlite3_wal_checkpoint_v2(store->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+	if ((rc & 0xff) == SQLITE_BUSY)
+		return -EBUSY;
+	if (rc != SQLITE_OK)
+		return store_error(store, rc, "checkpoint");
+	if (ret_frames != NULL)
+		*ret_frames = done;
+	return 0;
 }
 
 void
