@@ -325,6 +325,21 @@ struct store_row {
 
 struct store *store_open(const char *path, bool sync_full, char **ret_cause);
 void	store_free(struct store *store);
+/*
+ * Checkpoints of the WAL done by another connection (writer.c's checkpoint
+ * thread): this connection stops checkpointing on its own and records the
+ * WAL's size after each of its commits, which store_wal_frames() returns.
+ */
+void	store_checkpoint_apart(struct store *store);
+int	store_wal_frames(const struct store *store);
+/* The WAL's size, in pages, past which it is checkpointed (wal_autocheckpoint). */
+int	store_checkpoint_pages(void);
+/*
+ * A passive checkpoint: copies what it can of the WAL into the database
+ * without waiting for anyone; the WAL frames now in the database in
+ * *ret_frames (may be NULL).  -EBUSY when another checkpoint runs.
+ */
+int	store_checkpoint(struct store *store, int *ret_frames);
 /* Batch several writes in one transaction (submit of many tasks). */
 int	store_begin(struct store *store);
 int	store_commit(struct store *store);
