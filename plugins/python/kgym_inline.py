@@ -335,9 +335,15 @@ def map_build_error(text, kernel_code, cpp_sources, cuda_sources, name):
     maps = {"main.cpp": (_line_map(1, cpp, kernel_code), "cpp_sources"),
             "cuda.cu": (_line_map(3, cu, kernel_code), "cuda_sources")}
     out = []
+    last = None                 # (generated line, kernel_code line) of the last mapped diagnostic
     for raw in text.splitlines():
         line = raw.rstrip()
         s = line.strip()
+        g = re.match(r"^(\s*)(\d+)( \| .*)$", line)
+        if g and last and int(g.group(2)) == last[0]:
+            # gcc's quote of the line: its number as kernel_code's too.
+            out.append("%s%s%s" % (g.group(1), str(last[1]).rjust(len(g.group(2))), g.group(3)))
+            continue
         if not s or re.match(r"^\[\d+/\d+\]", s) or s.startswith(("FAILED:", "ninja: ", "Error building extension")):
             continue                                   # ninja's own lines
         if " -c " in s and " -o " in s:
@@ -358,10 +364,15 @@ def map_build_error(text, kernel_code, cpp_sources, cuda_sources, name):
                                                   "prologue of %s" % what)
                 elif mapped.startswith("source["):
                     mapped = mapped.replace("source", what, 1)
+                if mapped.startswith("kernel_code:"):
+                    last = (int(lineno), int(mapped.split(":")[1]))
                 col = m.group("c1")
+                if not mapped.startswith(("kernel_code:", "cpp_sources[", "cuda_sources[")):
+                    col = None
                 line = "%s%s%s" % (mapped, ":" + col if col else "", rest)
             else:
-                line = "%s%s%s" % (_short(path), ":" + lineno if lineno else "", rest)
+                col = m.group("c1")
+                line = "%s%s%s%s" % (_short(path), ":" + lineno if lineno else "", ":" + col if col else "", rest)
         else:
             line = re.sub(r"(/[^\s:'\"()]+)", lambda mm: _short(mm.group(1)), line)
         out.append(line)
