@@ -107,7 +107,7 @@ def run_once(py, cand, device, pch_dir, cpu_only):
     setup = meta.get("candidate_setup_ms") or {}
     return {"verdict": (r.get("status"), r.get("compiled"), r.get("correctness"), r.get("error_code")),
             "build_s": (setup.get("inline_build") or 0) / 1e3 if setup.get("inline_build") is not None else None,
-            "pch": setup.get("inline_pch"), "wall_s": wall, "pch_info": meta.get("inline_pch"),
+            "pch": None if setup.get("inline_pch") is None else int(setup["inline_pch"]), "wall_s": wall, "pch_info": meta.get("inline_pch"),
             "error": (r.get("error_message") or "")[:400]}
 
 
