@@ -20,8 +20,13 @@ import shutil
 import subprocess
 import tempfile
 
+import sys
+
 import kgymtest as k
 import test_python as tp
+
+sys.path.insert(0, os.path.join(k.srcdir(), "plugins", "python"))
+import kgym_inline  # noqa: E402
 
 PCH_ROOT = None
 
@@ -127,6 +132,37 @@ def test_include_path_builds_plain():
     k.check(used_pch(r) == 0, r["metadata"].get("candidate_setup_ms"))
 
 
+def test_map_nvcc_error():
+    """nvcc's "cuda.cu(L): error" at kernel_code's line (3 prologue lines
+    before cuda_sources); ninja's lines, the commands and paths gone."""
+    cu = "\n__global__ void k(float *y)\n{\n    y[0] = q;\n}\n"
+    kernel = 'from torch.utils.cpp_extension import load_inline\n\nCUDA_SRC = r"""%s"""\n' % cu
+    gen = "\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>", cu])
+    line_cu = gen.splitlines().index("    y[0] = q;") + 1
+    want = kernel.splitlines().index("    y[0] = q;") + 1
+    text = ("Error building extension 'x': [1/3] /opt/cuda/bin/nvcc -DX -c /tmp/j/cuda.cu -o cuda.cuda.o\n"
+            "FAILED: cuda.cuda.o\n/opt/cuda/bin/nvcc -DX -c /tmp/j/cuda.cu -o cuda.cuda.o\n"
+            "/tmp/j/cuda.cu(%d): error: identifier \"q\" is undefined\n\n"
+            "1 error detected in the compilation of \"/tmp/j/cuda.cu\".\n"
+            "ninja: build stopped: subcommand failed.\n" % line_cu)
+    out = kgym_inline.map_build_error(text, kernel, "void f();", cu, "x")
+    k.check("kernel_code:%d: error: identifier \"q\" is undefined" % want in out, out)
+    for leak in ("/tmp", "/opt", "ninja", "FAILED"):
+        k.check(leak not in out, "%r in %s" % (leak, out))
+
+
+def test_flags_choose_variant():
+    """Defines, warnings, -O and -g keep the PCH (the -O level picks the
+    variant); include paths, -std, -f, -m, -include, -U build plain."""
+    v = kgym_inline.variant_for
+    k.check(v(None, None, False) == "cpu:" and v(["-O3", "-DX=1", "-Wall"], [], True) == "cuda:-O3", "safe flags")
+    k.check(v(["-O2", "-O3"], None, False) == "cpu:-O3", "the last -O wins")
+    for bad in (["-I/x"], ["-std=c++20"], ["-ffast-math"], ["-march=native"], ["-include", "x.h"], ["-UNDEBUG"],
+                ["-Wp,-DX"]):
+        k.check(v(bad, None, False) is None, "%s kept the PCH" % bad)
+    k.check(v([], ["/x"], False) is None, "an include path kept the PCH")
+
+
 def main():
     global PCH_ROOT
     if not os.path.exists(tp.sandbox_lib()):
@@ -138,7 +174,7 @@ def main():
     PCH_ROOT = tempfile.mkdtemp(prefix="kgym-pch-")
     os.chmod(PCH_ROOT, 0o755)
     try:
-        k.run([test_pch_same_verdict, test_pch_torn_falls_back, test_compile_error_names_kernel_line,
+        k.run([test_map_nvcc_error, test_flags_choose_variant, test_pch_same_verdict, test_pch_torn_falls_back, test_compile_error_names_kernel_line,
                test_candidate_cannot_write_pch, test_include_path_builds_plain])
     finally:
         shutil.rmtree(PCH_ROOT, ignore_errors=True)
