@@ -205,7 +205,29 @@ def build_pch(root, cuda=True):
         except Exception as e:  # noqa: BLE001
             out["errors"].append("%s: %s: %s" % (name, type(e).__name__, str(e)[:500]))
     out["build_s"] = time.monotonic() - t0
+    if not out["errors"]:
+        prune(root, set(out["variants"].values()))
     return out
+
+
+def prune(root, keep):
+    """Remove what an older torch, compiler or set of flags left in root
+    (650 MB a variant), and torn temporary directories: whatever no one
+    holds the lock of.  A candidate whose variant goes meanwhile builds
+    plain (install's retry)."""
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if name.endswith(".lock") or path in keep or not os.path.isdir(path):
+            continue
+        key = name.split(".tmp-")[0]
+        try:
+            with open(os.path.join(root, key + ".lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(path, ignore_errors=True)
+                if not os.path.isdir(os.path.join(root, key)):
+                    os.unlink(os.path.join(root, key + ".lock"))
+        except OSError:
+            continue                   # being built or checked by another worker: not ours to remove
 
 
 # ------------------------------------------------------------------ the candidate's half

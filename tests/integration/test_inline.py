@@ -163,6 +163,30 @@ def test_flags_choose_variant():
     k.check(v([], ["/x"], False) is None, "an include path kept the PCH")
 
 
+def test_prune_leaves_locked():
+    """What an older torch or compiler left is removed, torn temporary
+    directories too; a variant whose lock another worker holds is not."""
+    import fcntl
+    root = tempfile.mkdtemp(prefix="kgym-pch-prune-")
+    try:
+        for d in ("old", "busy", "new", "old2.tmp-1"):
+            os.mkdir(os.path.join(root, d))
+        for f in ("old.lock", "busy.lock", "new.lock"):
+            open(os.path.join(root, f), "w").close()
+        with open(os.path.join(root, "busy.lock"), "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            p = subprocess.run([tp.PY if shutil.which(tp.PY) else sys.executable, "-c",
+                                "import sys; sys.path.insert(0, %r); import kgym_inline; "
+                                "kgym_inline.prune(%r, {%r})" % (os.path.dirname(kgym_inline.__file__), root,
+                                                                 os.path.join(root, "new"))],
+                               capture_output=True, text=True, timeout=60)
+            k.check(p.returncode == 0, p.stderr)
+        left = sorted(os.listdir(root))
+        k.check(left == ["busy", "busy.lock", "new", "new.lock"], left)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main():
     global PCH_ROOT
     if not os.path.exists(tp.sandbox_lib()):
@@ -174,7 +198,7 @@ def main():
     PCH_ROOT = tempfile.mkdtemp(prefix="kgym-pch-")
     os.chmod(PCH_ROOT, 0o755)
     try:
-        k.run([test_map_nvcc_error, test_flags_choose_variant, test_pch_same_verdict, test_pch_torn_falls_back, test_compile_error_names_kernel_line,
+        k.run([test_map_nvcc_error, test_flags_choose_variant, test_prune_leaves_locked, test_pch_same_verdict, test_pch_torn_falls_back, test_compile_error_names_kernel_line,
                test_candidate_cannot_write_pch, test_include_path_builds_plain])
     finally:
         shutil.rmtree(PCH_ROOT, ignore_errors=True)
