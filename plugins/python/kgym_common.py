@@ -493,8 +493,14 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
             # job's phase deadlines: a GPU candidate spends little CPU time.
             limits = dict(limits, cpu_seconds=int(2 * sum(float(limits.get(k, d)) for k, d in (
                 ("compile_timeout", 180), ("correctness_timeout", 100), ("timing_timeout", 250)))))
+    ro_paths = interpreter_paths(job_dir)
+    pch = (profile or {}).get("pch")
+    if pch and pch.get("variants") and os.path.isdir(pch.get("root") or ""):
+        # load_inline's precompiled prologue (kgym_inline.py): read-only,
+        # so that no candidate changes what the next one compiles with.
+        ro_paths.append(os.path.realpath(pch["root"]))
     t0 = time.monotonic()
-    abi = enter_sandbox(lib, d, gpu, limits, interpreter_paths(job_dir), exec_paths)
+    abi = enter_sandbox(lib, d, gpu, limits, ro_paths, exec_paths)
     SETUP_MS["sandbox"] = (time.monotonic() - t0) * 1e3
     return abi
 

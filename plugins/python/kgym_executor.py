@@ -16,15 +16,18 @@ reports about itself (its timings, its CUPTI profile) is advisory.
 
 This module holds nothing a candidate could use: no seed (the judge makes
 every input on its side), no expected output, no comparison, no clock.  It
-imports kgym_common only; kgym_judge.py is never imported here, nor in
-the zygote every executor is forked from.
+imports kgym_common only, and for a "cuda" candidate kgym_inline (the
+load_inline wrapper, which knows nothing of the judge); kgym_judge.py is
+never imported here, nor in the zygote every executor is forked from.
 """
 
 import ctypes
 import gc
 import os
 import socket
+import sys
 import time
+import traceback
 
 from kgym_common import (SETUP_MS, CTL_DONE, CTL_GO, CTL_STATUS, ControlBlock, CudaDriver, child_setup, clip,
                          dtype_name, flatten_outputs, format_exc, inputs_size, internal_error, load_module, map_area,
@@ -156,6 +159,16 @@ class Executor:
             # The judge trusts this process's word until here (a failure
             # to enter the sandbox is kgymd's); past it, the candidate's.
             self.send({"type": "loading"})
+        profile = job.get("compiler_profile") if candidate else None
+        if profile is not None and profile.get("backend") == "cuda":
+            # load_inline with the precompiled prologue where the candidate's
+            # flags allow, and build errors at kernel_code's lines.
+            import kgym_inline
+            kgym_inline.KERNEL_CODE["text"] = job["kernel_code"]
+            try:
+                kgym_inline.install(profile.get("pch"))
+            except Exception:  # noqa: BLE001 - without it, load_inline as it is
+                sys.stderr.write("kgym_inline: not installed:\n%s" % traceback.format_exc())
         try:
             mod = load_module(job["kernel_code"], "kernel_code") if candidate else ref
             cls = mod.get(name)
@@ -179,6 +192,11 @@ class Executor:
             self.fail("error", format_exc("the reference could not be built:"), "VALIDATION_ERROR")
         self.model = model
         SETUP_MS["load"] = (time.monotonic() - t_load) * 1e3
+        if profile is not None and profile.get("backend") == "cuda":
+            import kgym_inline
+            st = kgym_inline.STATS
+            SETUP_MS["inline_build"] = st["build_s"] * 1e3
+            SETUP_MS["inline_pch"] = st["pch"]
         SETUP_MS["total"] = (time.monotonic() - self.t_start) * 1e3
         self.send({"type": "ready", "landlock_abi": self.abi, "setup_ms": SETUP_MS,
                    "profile_status": self.probe_status,

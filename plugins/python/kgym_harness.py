@@ -85,6 +85,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kgym_common import (MIN_CORRECT_TRIALS, PR_SET_CHILD_SUBREAPER, PROTOCOL, SandboxError,  # noqa: E402
                          clip, compiler_profile, control_memfd, internal_error, recv_msg, send_msg)
 from kgym_static import custom_kernel_names, static_check  # noqa: E402
+from kgym_inline import build_pch  # noqa: E402
 from kgym_procs import (Child, JudgeServer, ServerChild, fork_frozen, reap_descendants,  # noqa: E402
                         remove_tree, tail_of)
 from kgym_profile import is_custom_kernel, judge_profile, min_custom_share  # noqa: E402,F401
@@ -308,6 +309,10 @@ class Job:
             # their parent dies, and dies with the job (reap_descendants).
             ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         common = {k: job[k] for k in ("reference_code", "entry_point", "device", "backend", "init_seed")}
+        if profile is not None and profile.get("pch") is not None:
+            pch = profile["pch"]
+            self.meta["inline_pch"] = {"variants": sorted(pch["variants"]), "build_s": round(pch["build_s"], 2),
+                                       "errors": [e[:200] for e in pch["errors"]][:4]}
         if profile is not None and profile.get("cache_seed"):
             # Bytes do not travel as JSON: the Triton cache seed as base64.
             profile = dict(profile, cache_seed={rel: base64.b64encode(data).decode()
@@ -628,6 +633,8 @@ class Zygote:
         self.use_server = True
         self.dying = []                    # dropped servers, reaped when they are gone
         self.report_fd = None              # in a supervisor: where it tells the zygote about the server
+        self.pch_dir = None                # load_inline's precompiled prologue (kgym_inline.py), or None
+        self.pch_cuda = True               # build its CUDA variants too
 
     def compiler_profile(self, backend):
         """The backend's compiler profile: found once, by the zygote, where
@@ -641,6 +648,10 @@ class Zygote:
             self.profiles[backend] = p
         if isinstance(p, SandboxError):
             raise p
+        if backend == "cuda" and self.pch_dir and "pch" not in p:
+            # Here in a trusted process, before the candidate has its job;
+            # found valid in a moment where a zygote or an earlier run built it.
+            p["pch"] = build_pch(self.pch_dir, cuda=self.pch_cuda and "nvcc" in p["programs"])
         return p
 
     def device_name(self, device):
@@ -932,6 +943,11 @@ def main(argv=None):
                     help="--once: skip kgym_static (tests of the run-time defence behind it only)")
     ap.add_argument("--gpu-lock", metavar="FILE", default="",
                     help="--once: hold FILE's flock as kgymd holds a GPU's lock (the baseline's timing discipline)")
+    ap.add_argument("--pch-dir", default="",
+                    help="where load_inline's precompiled torch prologue is kept (kgym_inline.py); "
+                         "'auto': <state_dir>/pch from a worker's directory; '' or 'off': none")
+    ap.add_argument("--pch-cpu-only", action="store_true",
+                    help="build only the prologue's CPU variants (tests on a machine without a GPU)")
     ap.add_argument("--started-at", type=float, default=None,
                     help="wall-clock time of the fork that started us (for the hello's ready_ms)")
     args = ap.parse_args(argv)
@@ -949,6 +965,14 @@ def main(argv=None):
         return 0 if r is None else 1
 
     gpu_visible = bool(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    pch_dir = args.pch_dir
+    if pch_dir == "auto":
+        # A worker's directory is <state_dir>/work/<name> (kgymd-worker).
+        here = os.getcwd()
+        pch_dir = os.path.join(os.path.dirname(os.path.dirname(here)), "pch") \
+            if os.path.basename(os.path.dirname(here)) == "work" else ""
+    if pch_dir == "off":
+        pch_dir = ""
     if args.zygote:
         sock = socket.socket(fileno=args.fd)
         try:
@@ -969,6 +993,13 @@ def main(argv=None):
                     profiles[backend] = compiler_profile(backend)
                 except SandboxError as e:
                     profiles[backend] = e
+            if pch_dir and isinstance(profiles["cuda"], dict):
+                # Before any job, in this trusted process: the prologue every
+                # load_inline candidate's main.cpp starts with (kgym_inline.py).
+                t0 = time.monotonic()
+                profiles["cuda"]["pch"] = pch = build_pch(pch_dir, cuda="nvcc" in profiles["cuda"]["programs"])
+                hello.update(inline_pch=sorted(pch["variants"]), inline_pch_ms=(time.monotonic() - t0) * 1e3,
+                             inline_pch_errors=pch["errors"][:4])
             if triton is not None and isinstance(profiles["triton"], dict):
                 t0 = time.monotonic()
                 seed = build_triton_seed(os.path.join(os.getcwd(), "triton-seed"), profiles["triton"])
@@ -995,6 +1026,7 @@ def main(argv=None):
             z.relay_phase = lambda name, lock=None: lock and fcntl.flock(lock_fd, modes[lock])
         z.jobs = 1
         z.static_checks = not args.no_static_checks
+        z.pch_dir, z.pch_cuda = pch_dir or None, not args.pch_cpu_only
         job = Job(z)
         job.fork_candidate()
         # Read only now: the job's processes are forked already, so none

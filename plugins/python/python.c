@@ -57,6 +57,9 @@
  *                       default for CPU jobs, 1 for GPU jobs, whose CPU
  *                       threads only contend with the other jobs')
  *   max_timing_ms       the timing budget per side (10000)
+ *   inline_pch_dir      where the zygote of a GPU worker keeps the precompiled
+ *                       torch prologue of load_inline candidates (default
+ *                       <state_dir>/pch; "off": none), kgym_inline.py
  *   kprobe_lib          libkgym_kprobe.so (default beside the harness; built
  *                       with CUDA): CUPTI's kernel records of a GPU
  *                       candidate's profiled calls, for decoy, fallback and
@@ -124,6 +127,7 @@ static struct {
 	char sandbox_lib[1024];
 	char kprobe_lib[1024];		/* "" where it is not installed */
 	char cupti_library[1024];	/* "" for libcupti's soname */
+	char inline_pch_dir[1024];	/* "" for <state_dir>/pch, "off" for none */
 	double min_custom_share;
 	double start_timeout;
 	double compile_timeout;
@@ -406,6 +410,7 @@ py_cfg_size(const char *key, uint64_t def, uint64_t lo, uint64_t hi, uint64_t *r
 static int
 py_read_config(char **ret_cause)
 {
+	const char *v;
 	uint64_t u;
 	int r;
 
@@ -448,6 +453,14 @@ py_read_config(char **ret_cause)
 	if ((r = py_cfg_size("threads", 0, 0, 1024, &u, ret_cause)) < 0)
 		return r;
 	cfg.threads = (long)u;
+	v = host->config_get(self, "inline_pch_dir");
+	if (v != NULL && strcmp(v, "off") != 0 && (r = py_cfg_path("inline_pch_dir", "",
+	    cfg.inline_pch_dir, sizeof cfg.inline_pch_dir, ret_cause)) < 0)
+		return r;
+	if (v != NULL && strcmp(v, "off") == 0)
+		snprintf(cfg.inline_pch_dir, sizeof cfg.inline_pch_dir, "off");
+	else if (v == NULL)
+		cfg.inline_pch_dir[0] = '\0';
 	if (host->config_get(self, "cupti_library") != NULL &&
 	    (r = py_cfg_path("cupti_library", "", cfg.cupti_library, sizeof cfg.cupti_library,
 	    ret_cause)) < 0)
@@ -499,7 +512,8 @@ py_prepare(char **ret_cause)
 {
 	char started[32];
 	char *argv[] = { cfg.interpreter, "-I", "-B", cfg.harness, "--zygote", "--fd", "3",
-	    "--sandbox-lib", cfg.sandbox_lib, "--started-at", started, NULL };
+	    "--sandbox-lib", cfg.sandbox_lib, "--started-at", started,
+	    "--pch-dir", cfg.inline_pch_dir[0] ? cfg.inline_pch_dir : "auto", NULL };
 	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
 	struct timespec ts;
 	int sv[2];

@@ -194,7 +194,7 @@ class ModelNew(nn.Module):
 '''
 
 
-def run_once(kernel, backend="cuda", reference=None, static_checks=True, request=None, limits=None):
+def run_once(kernel, backend="cuda", reference=None, static_checks=True, request=None, limits=None, args=()):
     """One job through `kgym_harness.py --once` with a worker's environment;
     the result object.  static_checks=False runs it past kgym_static (tests
     of the defence behind the checks)."""
@@ -206,7 +206,7 @@ def run_once(kernel, backend="cuda", reference=None, static_checks=True, request
                "limits": dict(ONCE_LIMITS, **(limits or {}))}
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8"}
         p = subprocess.run([PY, "-I", "-B", HARNESS, "--once", "--sandbox-lib", sandbox_lib()] +
-                           ([] if static_checks else ["--no-static-checks"]),
+                           ([] if static_checks else ["--no-static-checks"]) + list(args),
                            input=json.dumps(job), capture_output=True, text=True, cwd=tmp, env=env, timeout=900)
         k.check(p.returncode == 0, "the harness exited %d: %s" % (p.returncode, p.stderr[-3000:]))
         r = json.loads(p.stdout)
