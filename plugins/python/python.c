@@ -58,8 +58,8 @@
  *                       threads only contend with the other jobs')
  *   max_timing_ms       the timing budget per side (10000)
  *   inline_pch_dir      where the zygote of a GPU worker keeps the precompiled
- *                       torch prologue of load_inline candidates (default
- *                       <state_dir>/pch; "off": none), kgym_inline.py
+ *                       torch prologue of load_inline candidates ("auto":
+ *                       <state_dir>/pch; default "off": none), kgym_inline.py
  *   kprobe_lib          libkgym_kprobe.so (default beside the harness; built
  *                       with CUDA): CUPTI's kernel records of a GPU
  *                       candidate's profiled calls, for decoy, fallback and
@@ -453,13 +453,18 @@ py_read_config(char **ret_cause)
 	if ((r = py_cfg_size("threads", 0, 0, 1024, &u, ret_cause)) < 0)
 		return r;
 	cfg.threads = (long)u;
+	/*
+	 * Off unless asked for: the zygote's cold start (four variants, ~650 MB
+	 * each) has not been measured on a GPU machine yet.
+	 */
 	v = host->config_get(self, "inline_pch_dir");
-	if (v != NULL && strcmp(v, "off") != 0 && (r = py_cfg_path("inline_pch_dir", "",
-	    cfg.inline_pch_dir, sizeof cfg.inline_pch_dir, ret_cause)) < 0)
+	if (v != NULL && strcmp(v, "off") != 0 && strcmp(v, "auto") != 0 &&
+	    (r = py_cfg_path("inline_pch_dir", "", cfg.inline_pch_dir, sizeof cfg.inline_pch_dir,
+	    ret_cause)) < 0)
 		return r;
-	if (v != NULL && strcmp(v, "off") == 0)
+	if (v == NULL || strcmp(v, "off") == 0)
 		snprintf(cfg.inline_pch_dir, sizeof cfg.inline_pch_dir, "off");
-	else if (v == NULL)
+	else if (strcmp(v, "auto") == 0)
 		cfg.inline_pch_dir[0] = '\0';
 	if (host->config_get(self, "cupti_library") != NULL &&
 	    (r = py_cfg_path("cupti_library", "", cfg.cupti_library, sizeof cfg.cupti_library,
