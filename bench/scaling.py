@@ -133,6 +133,17 @@ def busy_ms(kind, r):
     return v if isinstance(v, (int, float)) else 0.0
 
 
+def timing_sample(r):
+    """Where one task's time went (for --json): the task (its id names the
+    problem's turn), its GPU and every figure of its metadata in ms."""
+    m = r.get("metadata") or {}
+    out = {"task_id": r.get("task_id"), "gpu": m.get("gpu_index")}
+    for key, v in m.items():
+        if key.endswith("_ms") and isinstance(v, (int, float, dict)):
+            out[key] = v
+    return out
+
+
 # ------------------------------------------------------------------ the daemon
 
 def daemon(args, n):
@@ -256,7 +267,8 @@ def run_kind(args, d, n, kind, nslots, ngpu_slots):
         p["busy_share"] = p["busy_ms"] / 1e3 / (span * ngpu_slots.get(g, 1))
     row = {"gpus": n, "kind": kind, "submitted": len(tasks), "results": len(got), "counted": len(counted),
            "span_s": span, "tasks_per_min": len(counted) / span * 60.0, "per_gpu": per_gpu,
-           "verdicts": verdicts, "unnamed": unnamed}
+           "verdicts": verdicts, "unnamed": unnamed,
+           "samples": [timing_sample(r) for _, r in counted]}
     log("%d GPU(s), %s: %.1f tasks/min (%d counted in %.1f s), verdicts %s" % (
         n, kind, row["tasks_per_min"], len(counted), span, json.dumps(verdicts, sort_keys=True)))
     return row

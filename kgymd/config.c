@@ -84,6 +84,8 @@ static int config_parse_pathlist(const struct config_key *, const char *,
     struct config *, char **);
 static int config_parse_octal(const struct config_key *, const char *,
     struct config *, char **);
+static int config_parse_count(const struct config_key *, const char *,
+    struct config *, char **);
 static int config_parse_int(const struct config_key *, const char *,
     struct config *, char **);
 static int config_parse_bytes(const struct config_key *, const char *,
@@ -134,9 +136,9 @@ static const struct config_key config_keys[] = {
 	{ "kgymd", "gpus", "all", config_parse_gpus, CS_GPUS,
 	    0, 0, 0, CONFIG_MAX_GPUS - 1, false,
 	    "GPUs to use: all, none or a list of indices" },
-	{ "kgymd", "workers_per_gpu", "1", config_parse_int, CS_INT,
+	{ "kgymd", "workers_per_gpu", "auto", config_parse_count, CS_INT,
 	    OFF(workers_per_gpu), 0, 1, 64, false,
-	    "worker processes per GPU" },
+	    "worker processes per GPU (auto: from the CPUs and GPU memory)" },
 	{ "kgymd", "max_running_tasks", "256", config_parse_int, CS_INT,
 	    OFF(max_running_tasks), 0, 1, 100000, true,
 	    "tasks dispatched at once" },
@@ -200,9 +202,9 @@ static const struct config_key config_keys[] = {
 	{ "workers", "path", KGYM_LIBEXECDIR "/kgymd-worker", config_parse_path, CS_STR,
 	    OFF(worker_path), 0, 0, 0, false,
 	    "the kgymd-worker program" },
-	{ "workers", "cpu_workers", "2", config_parse_int, CS_INT,
+	{ "workers", "cpu_workers", "auto", config_parse_count, CS_INT,
 	    OFF(cpu_workers), 0, 0, 1024, false,
-	    "CPU-only workers (compile jobs, CPU jobs)" },
+	    "CPU-only workers (compile jobs, CPU jobs; auto: from the CPUs)" },
 	{ "workers", "gpu_memory", "0", config_parse_bytes, CS_I64,
 	    OFF(gpu_memory_bytes), 0, 0, 64 * CONFIG_TIB, false,
 	    "GPU memory jobs may declare per GPU (0: what each GPU reports)" },
@@ -404,6 +406,44 @@ config_parse_int(const struct config_key *key, const char *value,
 		    (long long)key->min, (long long)key->max, value);
 	*FIELD(config, key, int) = (int)v;
 	return 0;
+}
+
+/* An integer in range, or "auto" (CONFIG_AUTO, resolved when the pool starts). */
+static int
+config_parse_count(const struct config_key *key, const char *value,
+    struct config *config, char **ret_reason)
+{
+	int64_t v;
+
+	if (strcmp(value, "auto") == 0) {
+		*FIELD(config, key, int) = CONFIG_AUTO;
+		return 0;
+	}
+	if (config_decimal(value, strlen(value), &v) < 0 || v < key->min ||
+	    v > key->max)
+		return config_reason(ret_reason,
+		    "expected \"auto\" or an integer from %lld to %lld, got \"%s\"",
+		    (long long)key->min, (long long)key->max, value);
+	*FIELD(config, key, int) = (int)v;
+	return 0;
+}
+
+int
+config_auto_gpu_workers(int cpus, size_t ngpus, uint64_t gpu_memory_bytes)
+{
+	int n = cpus / (int)(ngpus > 0 ? ngpus : 1) / 4;
+
+	if (gpu_memory_bytes > 0 && (uint64_t)n > gpu_memory_bytes / (16ULL << 30))
+		n = (int)(gpu_memory_bytes / (16ULL << 30));
+	return n < 1 ? 1 : n > 4 ? 4 : n;
+}
+
+int
+config_auto_cpu_workers(int cpus)
+{
+	int n = cpus / 4;
+
+	return n < 2 ? 2 : n > 16 ? 16 : n;
 }
 
 static int

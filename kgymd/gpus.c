@@ -5,12 +5,16 @@
  * so it reads what the NVIDIA kernel driver publishes under
  * /proc/driver/nvidia/gpus/<PCI bus id>/information.  Indices follow PCI
  * bus order, which is the order workers see with CUDA_DEVICE_ORDER=
- * PCI_BUS_ID.  Memory size is not published there: each GPU worker reports
- * it in its HELLO once it has initialised CUDA.
+ * PCI_BUS_ID.  Memory size is not published there: NVML gives it where the
+ * driver's libnvidia-ml loads (it opens the driver's control device, no
+ * CUDA context), for choosing workers_per_gpu = auto; each GPU worker
+ * still reports what CUDA sees in its HELLO, which admission uses.
  */
 #include "config.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,11 +52,43 @@ gpus_model(const char *busid)
 	return model;
 }
 
+/* NVML's few entry points used here (nvml.h is not needed to build). */
+struct gpus_nvml_memory {
+	unsigned long long total, free, used;
+};
+
+/* Total memory of each GPU whose bus id NVML knows; left 0 otherwise. */
+static void
+gpus_memory(struct gpu_info *info, char **busids, size_t n)
+{
+	int (*init)(void), (*shutdown)(void);
+	int (*by_bus)(const char *, void **);
+	int (*memory)(void *, struct gpus_nvml_memory *);
+	struct gpus_nvml_memory m;
+	void *lib, *dev;
+	size_t i;
+
+	if (n == 0 || (lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL)
+		return;
+	init = (int (*)(void))dlsym(lib, "nvmlInit_v2");
+	shutdown = (int (*)(void))dlsym(lib, "nvmlShutdown");
+	by_bus = (int (*)(const char *, void **))dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
+	memory = (int (*)(void *, struct gpus_nvml_memory *))dlsym(lib, "nvmlDeviceGetMemoryInfo");
+	if (init != NULL && shutdown != NULL && by_bus != NULL && memory != NULL && init() == 0) {
+		for (i = 0; i < n; i++)
+			if (busids[i] != NULL && by_bus(busids[i], &dev) == 0 && memory(dev, &m) == 0)
+				info[i].memory_bytes = m.total;
+		shutdown();
+	}
+	dlclose(lib);
+}
+
 void
 gpus_enumerate(const struct config *config, struct gpu_info **ret_info, size_t *ret_n)
 {
 	struct dirent **names = NULL;
 	struct gpu_info *info;
+	char **busids;
 	size_t n = 0, cap, k;
 	int found, i;
 
@@ -63,18 +99,25 @@ gpus_enumerate(const struct config *config, struct gpu_info **ret_info, size_t *
 	info = calloc(cap > 0 ? cap : 1, sizeof *info);
 	if (info == NULL)
 		fatalx("out of memory");
+	if ((busids = calloc(cap > 0 ? cap : 1, sizeof *busids)) == NULL)
+		fatalx("out of memory");
 	if (config->gpus_all) {
-		for (i = 0; i < found; i++)
+		for (i = 0; i < found; i++) {
+			busids[n] = names[i]->d_name;
 			info[n++] = (struct gpu_info){ .index = i,
 			    .name = gpus_model(names[i]->d_name), .present = true };
+		}
 	} else {
 		for (k = 0; k < config->ngpus; k++) {
 			i = config->gpus[k];
+			busids[n] = i < found ? names[i]->d_name : NULL;
 			info[n++] = (struct gpu_info){ .index = i,
 			    .name = i < found ? gpus_model(names[i]->d_name) : NULL,
 			    .present = i < found };
 		}
 	}
+	gpus_memory(info, busids, n);
+	free(busids);
 	for (i = 0; i < found; i++)
 		free(names[i]);
 	free(names);

@@ -86,7 +86,7 @@ struct config {
 	bool gpus_all;			/* gpus = all */
 	int *gpus;			/* gpus = 0,1,3 (when !gpus_all) */
 	size_t ngpus;
-	int workers_per_gpu;
+	int workers_per_gpu;		/* CONFIG_AUTO: from the CPUs and memory */
 	int max_running_tasks;		/* tasks dispatched at once */
 	int max_queued_tasks;		/* back-pressure: queue_full beyond this */
 	size_t max_request_bytes;	/* one request line */
@@ -122,7 +122,7 @@ struct config {
 
 	/* [workers] */
 	char *worker_path;		/* the kgymd-worker program */
-	int cpu_workers;
+	int cpu_workers;		/* CONFIG_AUTO: from the CPUs */
 	int64_t gpu_memory_bytes;	/* admission capacity per GPU; 0: reported */
 	int max_jobs_per_worker;
 	size_t max_message_bytes;	/* worker -> parent frame limit */
@@ -152,6 +152,18 @@ struct config {
 int	config_load(const char *path, struct config **ret_config, char **ret_cause);
 /* A config with every default and no file (path "(defaults)"). */
 struct config *config_defaults(void);
+
+/*
+ * workers_per_gpu = auto and cpu_workers = auto (the defaults): a GPU
+ * worker per 4 CPUs of the GPU's share (a worker compiles Triton kernels
+ * and builds inputs on the CPU while another times), one per 16 GiB of the
+ * smallest GPU's memory when known (0: unknown), 1 to 4 -- past 4 the
+ * exclusive timing, not the overlap, bounds a GPU; a CPU worker per 4
+ * CPUs, 2 to 16.
+ */
+#define CONFIG_AUTO	(-1)
+int	config_auto_gpu_workers(int cpus, size_t ngpus, uint64_t gpu_memory_bytes);
+int	config_auto_cpu_workers(int cpus);
 void	config_free(struct config *config);
 /* Value of key in [plugin.NAME], or NULL. */
 const char *config_plugin_get(const struct config *config, const char *plugin,
@@ -847,6 +859,7 @@ struct gpu_info {
 	int index;			/* CUDA index in PCI bus order */
 	char *name;			/* model, or NULL when unknown; owned */
 	bool present;			/* the driver shows it */
+	uint64_t memory_bytes;		/* from NVML when it loads; 0: unknown */
 };
 
 /*
@@ -881,6 +894,7 @@ struct gpu_slotset {
 };
 
 void	pool_init(void);
+int	pool_workers_per_gpu(void);	/* auto resolved */
 /* Kill every worker (at exit), drop queued jobs. */
 void	pool_stop(void);
 bool	pool_is_stopping(void);

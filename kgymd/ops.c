@@ -753,7 +753,7 @@ ops_workers(struct peer *peer, struct request *req, json_t *reply)
 
 	json_object_update(reply, pool);
 	json_decref(pool);
-	json_object_set_new(reply, "workers_per_gpu", json_integer(kgymd_config->workers_per_gpu));
+	json_object_set_new(reply, "workers_per_gpu", json_integer(pool_workers_per_gpu()));
 	ops_send_with_nodes(peer, req, reply);
 }
 

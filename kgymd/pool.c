@@ -22,9 +22,11 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -46,6 +48,7 @@ TAILQ_HEAD(job_queue, job);
 
 static struct gpu_slotset *pool_gpus;
 static size_t pool_ngpus;
+static int pool_gpu_slots;		/* workers_per_gpu, auto resolved */
 static struct worker **pool_cpu;
 static size_t pool_ncpu;
 static struct job_queue pool_cpu_queue = TAILQ_HEAD_INITIALIZER(pool_cpu_queue);
@@ -55,15 +58,41 @@ static bool pool_stopping;
 
 /* ------------------------------------------------------------ set-up */
 
+/* CPUs this process may run on (its affinity mask: a cgroup's cpuset counts). */
+static int
+pool_cpus(void)
+{
+	cpu_set_t set;
+	long n;
+
+	if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
+int
+pool_workers_per_gpu(void)
+{
+	return pool_gpu_slots;
+}
+
 void
 pool_init(void)
 {
 	struct gpu_info *info = NULL;
+	uint64_t smallest = 0;
 	size_t i, ninfo = 0;
-	int s;
+	int s, cpus = pool_cpus();
 
 	gpus_enumerate(kgymd_config, &info, &ninfo);
 	pool_ngpus = ninfo;
+	for (i = 0; i < ninfo; i++)
+		if (info[i].memory_bytes > 0 && (smallest == 0 || info[i].memory_bytes < smallest))
+			smallest = info[i].memory_bytes;
+	pool_gpu_slots = kgymd_config->workers_per_gpu;
+	if (pool_gpu_slots == CONFIG_AUTO)
+		pool_gpu_slots = config_auto_gpu_workers(cpus, ninfo, smallest);
 	if (ninfo > 0 && (pool_gpus = calloc(ninfo, sizeof *pool_gpus)) == NULL)
 		fatalx("out of memory");
 	for (i = 0; i < ninfo; i++) {
@@ -77,20 +106,24 @@ pool_init(void)
 			log_warnx("gpu %d is configured but the NVIDIA driver does not show "
 			    "it; its workers run only jobs that need no CUDA", g->index);
 		TAILQ_INIT(&g->lock_waiters);
-		g->nslots = (size_t)kgymd_config->workers_per_gpu;
+		g->nslots = (size_t)pool_gpu_slots;
 		if ((g->slots = calloc(g->nslots, sizeof *g->slots)) == NULL)
 			fatalx("out of memory");
 		for (s = 0; s < (int)g->nslots; s++)
 			g->slots[s] = proc_new(g->index, s, g);
 	}
 	free(info);
-	pool_ncpu = (size_t)kgymd_config->cpu_workers;
+	pool_ncpu = (size_t)(kgymd_config->cpu_workers == CONFIG_AUTO ?
+	    config_auto_cpu_workers(cpus) : kgymd_config->cpu_workers);
 	if (pool_ncpu > 0 && (pool_cpu = calloc(pool_ncpu, sizeof *pool_cpu)) == NULL)
 		fatalx("out of memory");
 	for (i = 0; i < pool_ncpu; i++)
 		pool_cpu[i] = proc_new(-1, (int)i, NULL);
-	log_info("workers: %zu GPU(s) x %d slot(s), %zu CPU worker(s)", pool_ngpus,
-	    kgymd_config->workers_per_gpu, pool_ncpu);
+	log_info("workers: %zu GPU(s) x %d slot(s)%s, %zu CPU worker(s)%s (%d CPUs, "
+	    "smallest GPU %.0f GiB)", pool_ngpus, pool_gpu_slots,
+	    kgymd_config->workers_per_gpu == CONFIG_AUTO ? " (auto)" : "", pool_ncpu,
+	    kgymd_config->cpu_workers == CONFIG_AUTO ? " (auto)" : "", cpus,
+	    (double)smallest / (1 << 30));
 }
 
 static void

@@ -267,7 +267,8 @@ test_defaults(void **state)
 	assert_string_equal(def->plugin_dir, KGYM_PLUGINDIR);
 	assert_true(def->gpus_all);
 	assert_int_equal(def->ngpus, 0);
-	assert_int_equal(def->workers_per_gpu, 1);
+	assert_int_equal(def->workers_per_gpu, CONFIG_AUTO);
+	assert_int_equal(def->cpu_workers, CONFIG_AUTO);
 	assert_int_equal(def->max_running_tasks, 256);
 	assert_int_equal(def->max_queued_tasks, 1000000);
 	assert_int_equal(def->max_request_bytes, 4194304);
@@ -372,6 +373,38 @@ test_every_key(void **state)
 	config_free(c);
 }
 
+/* workers_per_gpu = auto and cpu_workers = auto: the rule of kgymd.conf(5). */
+static void
+test_auto_workers(void **state)
+{
+	const uint64_t gib = 1ULL << 30;
+	struct config *c;
+
+	(void)state;
+	/* A GPU worker per 4 CPUs of the GPU's share, 1 to 4. */
+	assert_int_equal(config_auto_gpu_workers(16, 1, 0), 4);
+	assert_int_equal(config_auto_gpu_workers(64, 4, 0), 4);
+	assert_int_equal(config_auto_gpu_workers(64, 8, 0), 2);
+	assert_int_equal(config_auto_gpu_workers(2, 1, 0), 1);
+	assert_int_equal(config_auto_gpu_workers(2, 8, 0), 1);
+	assert_int_equal(config_auto_gpu_workers(128, 1, 0), 4);
+	assert_int_equal(config_auto_gpu_workers(12, 0, 0), 3);
+	/* One per 16 GiB of the smallest GPU, when known. */
+	assert_int_equal(config_auto_gpu_workers(64, 1, 141 * gib), 4);
+	assert_int_equal(config_auto_gpu_workers(64, 1, 40 * gib), 2);
+	assert_int_equal(config_auto_gpu_workers(64, 1, 12 * gib), 1);
+	/* A CPU worker per 4 CPUs, 2 to 16. */
+	assert_int_equal(config_auto_cpu_workers(1), 2);
+	assert_int_equal(config_auto_cpu_workers(16), 4);
+	assert_int_equal(config_auto_cpu_workers(64), 16);
+	assert_int_equal(config_auto_cpu_workers(256), 16);
+	/* Explicit values stay as given; "auto" parses to CONFIG_AUTO. */
+	c = load_ok("[kgymd]\nworkers_per_gpu = 3\n[workers]\ncpu_workers = auto\n");
+	assert_int_equal(c->workers_per_gpu, 3);
+	assert_int_equal(c->cpu_workers, CONFIG_AUTO);
+	config_free(c);
+}
+
 static void
 test_value_errors(void **state)
 {
@@ -380,11 +413,15 @@ test_value_errors(void **state)
 		const char *expect;
 	} cases[] = {
 		{ "[kgymd]\n\nworkers_per_gpu = abc\n",
-		  ":3: workers_per_gpu: expected an integer from 1 to 64, got \"abc\"" },
+		  ":3: workers_per_gpu: expected \"auto\" or an integer from 1 to 64, got \"abc\"" },
 		{ "[kgymd]\nworkers_per_gpu = 0\n",
-		  ":2: workers_per_gpu: expected an integer from 1 to 64, got \"0\"" },
+		  ":2: workers_per_gpu: expected \"auto\" or an integer from 1 to 64, got \"0\"" },
 		{ "[kgymd]\nworkers_per_gpu = 65\n",
-		  ":2: workers_per_gpu: expected an integer from 1 to 64, got \"65\"" },
+		  ":2: workers_per_gpu: expected \"auto\" or an integer from 1 to 64, got \"65\"" },
+		{ "[kgymd]\nworkers_per_gpu = Auto\n",
+		  ":2: workers_per_gpu: expected \"auto\" or an integer from 1 to 64, got \"Auto\"" },
+		{ "[workers]\ncpu_workers = -1\n",
+		  ":2: cpu_workers: expected \"auto\" or an integer from 0 to 1024, got \"-1\"" },
 		{ "[kgymd]\nmax_connections = -1\n",
 		  ":2: max_connections: expected an integer from 1 to 65536, got \"-1\"" },
 		{ "[kgymd]\nmax_attempts = 99999999999999999999999\n",
@@ -564,7 +601,7 @@ test_first_error_wins(void **state)
 {
 	(void)state;
 	expect_error("[kgymd]\nworkers_per_gpu = 0\nmax_attempts = 0\nbogus = 1\n",
-	    ":2: workers_per_gpu: expected an integer from 1 to 64, got \"0\"");
+	    ":2: workers_per_gpu: expected \"auto\" or an integer from 1 to 64, got \"0\"");
 	/* A syntax error before a bad value is the one reported... */
 	expect_error("[kgymd]\nno equals\nmax_attempts = 0\n",
 	    ":2: syntax error: expected [section], key = value or a comment");
@@ -1285,6 +1322,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_every_key),
+		cmocka_unit_test(test_auto_workers),
 		cmocka_unit_test(test_value_errors),
 		cmocka_unit_test(test_structure_errors),
 		cmocka_unit_test(test_first_error_wins),
