@@ -1,14 +1,14 @@
 """kgym_procs.py -- the job processes as the supervisor sees them: a child's
-end and what it means (Child.death), the zygote's judge server, and the
-clean-up after a job (the subreaper's sweep, the job's files), and the
-fork every job process is made with (fork_frozen).  Used by
-kgym_harness.py only: the zygote and the supervisors."""
+end and what it means (Child.death), the judge server lent to a job
+(ServerChild), and the clean-up after a job (the subreaper's sweep, the
+job's files), and the fork every job process is made with (fork_frozen).
+Used by the zygote and the supervisors only (kgym_zygote.py,
+kgym_supervisor.py, kgym_server.py)."""
 
 import gc
 import os
 import shutil
 import signal
-import sys
 import time
 
 
@@ -79,8 +79,6 @@ class Child:
             self.role, os.WEXITSTATUS(st) if os.WIFEXITED(st) else -1)
 
 
-
-
 class ServerChild(Child):
     """The zygote's judge server, lent to one job: not the job's to reap;
     killed (by Job.kill_children) only when it did not say it is idle."""
@@ -90,27 +88,6 @@ class ServerChild(Child):
 
     def reap(self, block=True):
         return self.status
-
-
-class JudgeServer:
-    """The zygote's record of its judge server (kgym_judge.judge_server)."""
-
-    def __init__(self, pid, ctl):
-        self.pid, self.ctl = pid, ctl
-        self.key = None          # the reference it serves, after its first job
-
-    def alive(self):
-        try:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:
-            return False
-        if pid == 0:
-            return True
-        # Between jobs it ends only when dropped: say how, for the log.
-        sys.stderr.write("kgym_harness: judge server %d ended: %s\n" % (
-            self.pid, "signal %d" % os.WTERMSIG(status) if os.WIFSIGNALED(status) else
-            "status %d" % os.WEXITSTATUS(status)))
-        return False
 
 
 def remove_tree(path):

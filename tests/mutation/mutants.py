@@ -16,6 +16,7 @@ or runs past its time limit.  gpu=True: its killing tests need a GPU
 JUDGE = "plugins/python/kgym_judge.py"
 JUDGE_TIMING = "plugins/python/kgym_judge_timing.py"
 HARNESS = "plugins/python/kgym_harness.py"
+SUPERVISOR = "plugins/python/kgym_supervisor.py"
 EXECUTOR = "plugins/python/kgym_executor.py"
 TIMING = "plugins/nvrtc/timing.c"
 NVRTC_EVAL = "tests/unit/test_nvrtc_eval"
@@ -112,7 +113,7 @@ MUTANTS = [
       "        for j in range(1):\n            self.stash.append",
       [TJ + ":test_rounds_time_and_check_every_call"]),
     M("py_judge_death_blames_reference", "a judge killed outside the reference's code is kgymd's error, "
-      "not the reference's", "plugins/python/kgym_harness.py",
+      "not the reference's", SUPERVISOR,
       "                if code == \"SANDBOX_VIOLATION\" and in_reference:\n",
       "                if code == \"SANDBOX_VIOLATION\":\n",
       [TJ + ":test_judge_death_blamed_where_it_happened"]),
@@ -135,7 +136,7 @@ MUTANTS = [
       "            try:\n                self.torch.cuda.synchronize()\n            except Exception:",
       "            try:\n                pass\n            except Exception:",
       ["tests/gpu/kernelbench_tests.py --backends torch --only relu"], gpu=True),
-    M("py_seed_to_candidate", "seeds never sent to the candidate", HARNESS,
+    M("py_seed_to_candidate", "seeds never sent to the candidate", SUPERVISOR,
       "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile,",
       "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile, "
       "seed_base=job[\"seed_base\"],",
