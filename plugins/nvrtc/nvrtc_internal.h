@@ -190,13 +190,15 @@ int	nvrtc_fail(char **ret_cause, int error, const char *fmt, ...)
  * seeds.  Nothing is allocated.
  */
 
-/* IEEE binary16 and bfloat16 from and to float, round to nearest even. */
-float	value_half_to_float(uint16_t h);
+/* Float to IEEE binary16 and to bfloat16, round to nearest even. */
 uint16_t value_float_to_half(float f);
-float	value_bf16_to_float(uint16_t b);
 uint16_t value_float_to_bf16(float f);
 
-/* The element at `elem` (spec_dtype_size(dtype) bytes) as a double. */
+/*
+ * The element at `elem` (spec_dtype_size(dtype) bytes) as a double, half
+ * and bfloat16 widened exactly: the compare toolkit's value(), which
+ * nvrtc_compare must be set for.
+ */
 double	value_get(enum spec_dtype dtype, const void *elem);
 
 /*

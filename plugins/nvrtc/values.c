@@ -4,10 +4,13 @@
  * The nvrtc backend keeps tensor data on the GPU; the host sees elements
  * only where a person or a task does: kernel_simple's test cases (JSON
  * numbers to elements and back) and the detectors' samples (the "expected
- * 1.5, got nan" of a mismatch is the compare toolkit's).  half and bfloat16 are converted here in plain C, rounding to
- * nearest even like the GPU's cvt.rn.  Seeds for trials, inputs, poison
- * and sampling all derive from the one secret seed of the request through
- * value_seed(), so a run is reproducible from that seed and nothing else.
+ * 1.5, got nan" of a mismatch is the compare toolkit's).  Numbers become
+ * half and bfloat16 here, in plain C, rounding to nearest even like the
+ * GPU's cvt.rn; elements are read back by the compare toolkit's value(),
+ * the one decoder the mismatch report uses too.  Seeds for trials,
+ * inputs, poison and sampling all derive from the one secret seed of the
+ * request through value_seed(), so a run is reproducible from that seed
+ * and nothing else.
  */
 #include "config.h"
 
@@ -17,26 +20,6 @@
 #include <string.h>
 
 #include "nvrtc_internal.h"
-
-float
-value_half_to_float(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-	uint32_t bits;
-	float f;
-
-	if (exp == 0x1f) {
-		bits = sign | 0x7f800000u | (man << 13);
-	} else if (exp == 0) {
-		/* Zero or subnormal: man * 2^-24 is exact in a float. */
-		f = ldexpf((float)man, -24);
-		return sign != 0 ? -f : f;
-	} else {
-		bits = sign | ((exp + 112) << 23) | (man << 13);
-	}
-	memcpy(&f, &bits, sizeof f);
-	return f;
-}
 
 uint16_t
 value_float_to_half(float f)
@@ -67,16 +50,6 @@ value_float_to_half(float f)
 	return sign | (uint16_t)h;
 }
 
-float
-value_bf16_to_float(uint16_t b)
-{
-	uint32_t bits = (uint32_t)b << 16;
-	float f;
-
-	memcpy(&f, &bits, sizeof f);
-	return f;
-}
-
 uint16_t
 value_float_to_bf16(float f)
 {
@@ -89,43 +62,15 @@ value_float_to_bf16(float f)
 	return (uint16_t)(x >> 16);
 }
 
+/*
+ * Through the compare toolkit (prepare() fails without it), so that a
+ * detector's sample and the mismatch report read an element alike; our
+ * dtype codes are its codes (helpers.c asserts it).
+ */
 double
 value_get(enum spec_dtype dtype, const void *elem)
 {
-	union {
-		double f64;
-		float f32;
-		uint16_t u16;
-		int64_t i64;
-		int32_t i32;
-		int16_t i16;
-		int8_t i8;
-		uint8_t u8;
-	} u;
-
-	memcpy(&u, elem, spec_dtype_size(dtype));
-	switch (dtype) {
-	case SPEC_FLOAT64:
-		return u.f64;
-	case SPEC_FLOAT32:
-		return u.f32;
-	case SPEC_FLOAT16:
-		return value_half_to_float(u.u16);
-	case SPEC_BFLOAT16:
-		return value_bf16_to_float(u.u16);
-	case SPEC_INT64:
-		return (double)u.i64;
-	case SPEC_INT32:
-		return u.i32;
-	case SPEC_INT16:
-		return u.i16;
-	case SPEC_INT8:
-		return u.i8;
-	case SPEC_UINT8:
-	case SPEC_BOOL:
-		return u.u8;
-	}
-	return NAN;
+	return nvrtc_compare->value((enum kgym_dtype)dtype, elem);
 }
 
 /* The integer range of an integer dtype. */
