@@ -1,15 +1,16 @@
 """kgym_static.py -- static checks of a KernelBench candidate's source (kernel_code).
 
-Part of kgymd's python backend harness (kgym_harness.py imports it; both are
-installed in $(libexecdir)/kgym/).  Runs in the trusted zygote before any
-code of the task does, on Python's ast -- never on regular expressions: a
-candidate may not import modules that reach the operating system, the
-interpreter's machinery, the timer or other threads; may not touch
-torch.cuda.Event or elapsed_time; may not define tensor subclasses or
-override torch dispatch; may not patch imported modules.  A violation is a
-VALIDATION_ERROR naming the line; a SyntaxError is the candidate's
-COMPILATION_ERROR.  backend "triton" must define a @triton.jit function and
-backend "cuda" must call load_inline, or the backend's promise is empty.
+Part of kgymd's python backend harness (kgym_supervisor.py imports it, and
+kgym_harness.py for --check; all are installed in $(libexecdir)/kgym/).  Runs
+in the trusted zygote before any code of the task does, on Python's ast --
+never on regular expressions: a candidate may not import modules that reach
+the operating system, the interpreter's machinery, the timer or other
+threads; may not touch torch.cuda.Event or elapsed_time; may not define
+tensor subclasses or override torch dispatch; may not patch imported
+modules.  A violation is a VALIDATION_ERROR naming the line; a SyntaxError
+is the candidate's COMPILATION_ERROR.  backend "triton" must define a
+@triton.jit function and backend "cuda" must call load_inline, or the
+backend's promise is empty.
 
 These checks are a filter, not a wall: a determined candidate can build a
 forbidden name from strings.  The sandbox (seccomp, Landlock) is what holds;
