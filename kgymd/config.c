@@ -393,19 +393,27 @@ config_decimal(const char *s, size_t len, int64_t *ret)
 	return 0;
 }
 
+/* An int in the key's range; `alternative` names what else was accepted. */
 static int
-config_parse_int(const struct config_key *key, const char *value,
-    struct config *config, char **ret_reason)
+config_int_in_range(const struct config_key *key, const char *value,
+    struct config *config, const char *alternative, char **ret_reason)
 {
 	int64_t v;
 
 	if (config_decimal(value, strlen(value), &v) < 0 || v < key->min ||
 	    v > key->max)
 		return config_reason(ret_reason,
-		    "expected an integer from %lld to %lld, got \"%s\"",
+		    "expected %san integer from %lld to %lld, got \"%s\"", alternative,
 		    (long long)key->min, (long long)key->max, value);
 	*FIELD(config, key, int) = (int)v;
 	return 0;
+}
+
+static int
+config_parse_int(const struct config_key *key, const char *value,
+    struct config *config, char **ret_reason)
+{
+	return config_int_in_range(key, value, config, "", ret_reason);
 }
 
 /* An integer in range, or "auto" (CONFIG_AUTO, resolved when the pool starts). */
@@ -413,19 +421,11 @@ static int
 config_parse_count(const struct config_key *key, const char *value,
     struct config *config, char **ret_reason)
 {
-	int64_t v;
-
 	if (strcmp(value, "auto") == 0) {
 		*FIELD(config, key, int) = CONFIG_AUTO;
 		return 0;
 	}
-	if (config_decimal(value, strlen(value), &v) < 0 || v < key->min ||
-	    v > key->max)
-		return config_reason(ret_reason,
-		    "expected \"auto\" or an integer from %lld to %lld, got \"%s\"",
-		    (long long)key->min, (long long)key->max, value);
-	*FIELD(config, key, int) = (int)v;
-	return 0;
+	return config_int_in_range(key, value, config, "\"auto\" or ", ret_reason);
 }
 
 int

@@ -152,6 +152,7 @@ struct config {
 int	config_load(const char *path, struct config **ret_config, char **ret_cause);
 /* A config with every default and no file (path "(defaults)"). */
 struct config *config_defaults(void);
+void	config_free(struct config *config);
 
 /*
  * workers_per_gpu = auto and cpu_workers = auto (the defaults): a GPU
@@ -164,7 +165,7 @@ struct config *config_defaults(void);
 #define CONFIG_AUTO	(-1)
 int	config_auto_gpu_workers(int cpus, size_t ngpus, uint64_t gpu_memory_bytes);
 int	config_auto_cpu_workers(int cpus);
-void	config_free(struct config *config);
+
 /* Value of key in [plugin.NAME], or NULL. */
 const char *config_plugin_get(const struct config *config, const char *plugin,
 	    const char *key);

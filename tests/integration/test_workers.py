@@ -340,7 +340,8 @@ def test_1000_task_mix():
 def test_results_name_their_gpu():
     """Every task whose job ran on a GPU slot says which GPU (metadata.
     gpu_index, nvidia-smi's number); a CPU job's result names none."""
-    with k.Daemon(gpus="0,1", workers_conf="cpu_workers = 1\n" + WORKERS) as d:
+    with k.Daemon(gpus="0,1", kgymd_conf="workers_per_gpu = 1",
+                  workers_conf="cpu_workers = 1\n" + WORKERS) as d:
         wait_ready(d, 3)
         tasks = []
         for i in range(8):
@@ -362,9 +363,27 @@ def test_results_name_their_gpu():
         k.check(sorted(used) == [0, 1], "GPUs used: %r" % used)
 
 
+def test_auto_worker_counts():
+    """workers_per_gpu and cpu_workers left unset (auto): the counts
+    kgymd.conf(5) gives for the CPUs kgymd may run on -- a GPU worker per 4
+    CPUs of each GPU's share, 1 to 4 (the two GPUs here are configured but
+    absent, so no memory is known), a CPU worker per 4 CPUs, 2 to 16."""
+    cpus = len(os.sched_getaffinity(0))
+    want_gpu = min(max(cpus // 2 // 4, 1), 4)
+    want_cpu = min(max(cpus // 4, 2), 16)
+    with k.Daemon(gpus="0,1", workers_conf=WORKERS) as d:
+        w = d.request({"op": "workers"})
+        k.check(w.get("workers_per_gpu") == want_gpu, "workers_per_gpu %r, want %d for %d CPUs" % (
+            w.get("workers_per_gpu"), want_gpu, cpus))
+        k.check([len(g["workers"]) for g in w["gpus"]] == [want_gpu, want_gpu], w["gpus"])
+        k.check(len(w["cpu_workers"]) == want_cpu, "cpu_workers %d, want %d for %d CPUs" % (
+            len(w["cpu_workers"]), want_cpu, cpus))
+
+
 if __name__ == "__main__":
     k.run([test_each_action_and_recovery, test_toolkit_in_worker, test_no_secret_reachable,
            test_cancel_kills_running_job,
            test_exclusive_never_overlaps, test_writer_not_starved,
            test_relocking_jobs_never_deadlock, test_memory_admission,
-           test_unstartable_worker_backs_off, test_1000_task_mix, test_results_name_their_gpu])
+           test_unstartable_worker_backs_off, test_1000_task_mix, test_results_name_their_gpu,
+           test_auto_worker_counts])
