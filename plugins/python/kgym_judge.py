@@ -50,7 +50,7 @@ from kgym_judge_compare import Verdict, compare_outputs, median, same_tensor
 from kgym_judge_timing import TimingPhase
 
 PROFILE_CALLS = 3
-# The page the supervisor reads when this process dies (kgym_harness.py):
+# The page the supervisor reads when this process dies (kgym_supervisor.py):
 # byte 0 is 1 while the submitter's reference code runs here.
 IN_REFERENCE = None
 
