@@ -16,15 +16,22 @@ def test_200_clients():
         barrier = threading.Barrier(CLIENTS)
 
         def client(n):
+            # Generous waits: on a 2-core CI machine this test shares the CPU
+            # with other test files (make -j2); what it checks is that no
+            # task is lost or told twice, not how fast 1,000 of them end.
+            phase = "connect"
             try:
-                c = d.connect()
-                barrier.wait(30)
+                c = k.Client(d.socket, timeout=120)
+                phase = "barrier"
+                barrier.wait(120)
+                phase = "submit"
                 tasks = [k.selftest_task(j % 4, task_id="c%d-t%d" % (n, j))
                          for j in range(TASKS_PER_CLIENT)]
                 rid = c.send({"op": "submit", "tasks": tasks, "wait": True})
                 first = c.read_for(rid)
                 if len(first["accepted"]) != TASKS_PER_CLIENT:
                     raise AssertionError("client %d: %r" % (n, first))
+                phase = "wait"
                 events, final = c.collect_wait(rid)
                 with lock:
                     for e in events:
@@ -33,14 +40,16 @@ def test_200_clients():
                     raise AssertionError("client %d: pending %r" % (n, final))
                 c.close()
             except Exception as e:  # noqa: BLE001 - collected and reported below
-                errors.append(repr(e))
+                with lock:
+                    errors.append("client %d in %s: %r" % (n, phase, e))
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
         for t in threads:
             t.start()
         for t in threads:
-            t.join(120)
-        k.check(not errors, "client errors: %s" % errors[:5])
+            t.join(300)
+        k.check(not any(t.is_alive() for t in threads), "clients still waiting after 300 s")
+        k.check(not errors, "%d client errors: %s" % (len(errors), errors[:5]))
         k.check(len(results) == CLIENTS * TASKS_PER_CLIENT, "every task reported: %d" % len(results))
         k.check(all(v == ["completed"] for v in results.values()), "each exactly once, completed")
         stats = d.request({"op": "stats"})
