@@ -24,6 +24,17 @@
  * lookup.  Reference *outputs* are never cached: they live only in the
  * harness's trusted reference process.
  *
+ * An entry can only go down.  A reference timed while something else
+ * loaded the machine (another job's candidate burning the CPUs, which the
+ * GPU lock does not stop) is slow, and a slow cached reference inflates
+ * every later speedup against it -- a reward a candidate could buy for
+ * the next ones.  So a new measurement replaces an entry only when its
+ * median is lower, and one hit in reference_recheck, chosen at random
+ * (getrandom: no one can tell which), is measured again instead of
+ * served: an inflated entry lasts a few tasks, not the daemon's life.
+ * The cost is a bias the other way: the cached median is the lowest of
+ * several, so speedups against it are, if anything, a little low.
+ *
  * Deadlines: the task's, which the daemon owns (host->task_time_left), goes
  * down to the harness as request.timeout_s, less a margin for the result's
  * way back (the payload's own "timeout" when that is shorter); the
@@ -57,6 +68,7 @@
 #include "plugin_util.h"
 
 #define PW_DEFAULT_CACHE	1024
+#define PW_DEFAULT_RECHECK	8	/* one cache hit in 8 measures again */
 #define PW_DEFAULT_SOURCE	(1u << 20)
 #define PW_MIN_CORRECT_TRIALS	5	/* kgymd-protocol(7), RESULTS */
 #define PW_ERRLEN		2048
@@ -72,6 +84,7 @@ static const struct kgym_plugin_handle *self;
 
 static struct {
 	size_t cache_entries;
+	unsigned recheck;		/* 1 in n hits measured again; 0: never */
 	size_t max_source;
 	double timing_rel_precision;	/* 0: the harness's default */
 } cfg;
@@ -344,7 +357,28 @@ pw_key(const json_t *payload, int cls, const char *torch, const char *device,
 	return ok ? 0 : -EIO;
 }
 
-/* A measured reference timing from `result`, into the cache. */
+/* Whether this cache hit is one to measure again (1 in cfg.recheck). */
+static bool
+pw_recheck_now(void)
+{
+	uint32_t r;
+
+	if (cfg.recheck == 0)
+		return false;
+	if (cfg.recheck == 1)
+		return true;
+	if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+		return true;	/* measuring again is never wrong */
+	return r % cfg.recheck == 0;
+}
+
+static double
+pw_median_ms(const json_t *entry)
+{
+	return json_number_value(json_object_get(json_object_get(entry, "stats"), "median_ms"));
+}
+
+/* A measured reference timing from `result`, into the cache (only down). */
 static void
 pw_learn(const json_t *payload, int cls, const json_t *result)
 {
@@ -354,7 +388,7 @@ pw_learn(const json_t *payload, int cls, const json_t *result)
 	const char *torch = json_string_value(json_object_get(env, "torch"));
 	const char *device = json_string_value(json_object_get(env, "device"));
 	unsigned char key[32];
-	json_t *entry;
+	json_t *entry, *old;
 
 	if (torch == NULL || device == NULL)
 		return;
@@ -375,6 +409,9 @@ pw_learn(const json_t *payload, int cls, const json_t *result)
 	    !json_is_object(stats) || !json_is_number(json_object_get(stats, "median_ms")))
 		return;
 	if (pw_key(payload, cls, torch, device, key) < 0)
+		return;
+	old = pw_cache_find(key);
+	if (old != NULL && pw_median_ms(old) <= json_number_value(json_object_get(stats, "median_ms")))
 		return;
 	entry = json_pack("{s:{s:s, s:s}, s:O}", "env", "torch", torch, "device", device,
 	    "stats", stats);
@@ -487,6 +524,7 @@ pw_start(struct kgym_task *task, const struct route *route, char **ret_cause)
 	struct kgym_job_spec js = { .struct_size = sizeof js };
 	char err[PW_ERRLEN], seed[40];
 	unsigned char key[32];
+	const char *cache_state;
 	const json_t *v;
 	json_t *request, *cached = NULL;
 	struct pw_task *t;
@@ -512,8 +550,13 @@ pw_start(struct kgym_task *task, const struct route *route, char **ret_cause)
 	if (!json_is_true(pw_get(payload, "force_refresh")) && pw_env[t->cls].torch != NULL &&
 	    pw_key(payload, t->cls, pw_env[t->cls].torch, pw_env[t->cls].device, key) == 0)
 		cached = pw_cache_find(key);
-	json_object_set_new(t->meta, "reference_timing_cache", json_string(cached != NULL ?
-	    "hit" : json_is_true(pw_get(payload, "force_refresh")) ? "refresh" : "miss"));
+	if (cached != NULL && pw_recheck_now()) {
+		cached = NULL;
+		cache_state = "recheck";
+	} else
+		cache_state = cached != NULL ? "hit" :
+		    json_is_true(pw_get(payload, "force_refresh")) ? "refresh" : "miss";
+	json_object_set_new(t->meta, "reference_timing_cache", json_string(cache_state));
 
 	request = json_pack("{s:s, s:s, s:s, s:O, s:O, s:s, s:s, s:s, s:s, s:O?}",
 	    "op", "evaluate", "backend", t->route.backend,
@@ -584,6 +627,7 @@ pw_read_config(char **ret_cause)
 	double d;
 
 	cfg.cache_entries = PW_DEFAULT_CACHE;
+	cfg.recheck = PW_DEFAULT_RECHECK;
 	cfg.max_source = PW_DEFAULT_SOURCE;
 	cfg.timing_rel_precision = 0;
 	if ((v = host->config_get(self, "reference_cache_entries")) != NULL) {
@@ -593,6 +637,14 @@ pw_read_config(char **ret_cause)
 			return pu_cause(host, ret_cause, -EINVAL, "reference_cache_entries = %s: expected "
 			    "a number from 0 to 1000000", v);
 		cfg.cache_entries = (size_t)u;
+	}
+	if ((v = host->config_get(self, "reference_recheck")) != NULL) {
+		errno = 0;
+		u = strtoull(v, &end, 10);
+		if (errno != 0 || end == v || *end != '\0' || u > 1000000)
+			return pu_cause(host, ret_cause, -EINVAL, "reference_recheck = %s: expected "
+			    "a number from 0 (never) to 1000000", v);
+		cfg.recheck = (unsigned)u;
 	}
 	if ((v = host->config_get(self, "max_source_bytes")) != NULL) {
 		errno = 0;

@@ -15,6 +15,7 @@ judge's code lives in kgym_judge.py, which no executor imports.
 
 import base64
 import ctypes
+import fcntl
 import faulthandler
 import io
 import json
@@ -22,6 +23,7 @@ import linecache
 import math
 import mmap
 import os
+import re
 import shutil
 import signal
 import struct
@@ -107,6 +109,28 @@ def clip(text, limit=MAX_MESSAGE_CHARS):
     if len(text) <= limit:
         return text
     return text[: limit // 2] + "\n[... %d characters cut ...]\n" % (len(text) - limit) + text[-limit // 2:]
+
+
+# An absolute path: a slash not inside a word or a number, then names.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[\w.+@-]+/)*[\w.+@-]+")
+
+
+def scrub_host_paths(value, job_dir=None):
+    """What reaches a client names no place of the host (kgymd-protocol(7):
+    nothing of the host in error text): in every string of `value` the
+    job's own directory becomes "." and any other absolute path -- the
+    harness's, torch's, Python's, in a traceback or an exception's text --
+    keeps only its last name ("…/functional.py": enough to read a
+    traceback by)."""
+    if isinstance(value, str):
+        if job_dir:
+            value = value.replace(job_dir.rstrip("/") + "/", "").replace(job_dir.rstrip("/"), ".")
+        return _ABSOLUTE_PATH.sub(lambda m: "\u2026/" + m.group(0).rsplit("/", 1)[1], value)
+    if isinstance(value, dict):
+        return {k: scrub_host_paths(v, job_dir) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_host_paths(v, job_dir) for v in value]
+    return value
 
 
 def finite(x):
@@ -588,9 +612,19 @@ class ControlBlock:
 
 
 def control_memfd():
-    fd = os.memfd_create("kgym-control", os.MFD_CLOEXEC)
+    fd = os.memfd_create("kgym-control", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, CTL_BYTES)
+    seal_memfd(fd)
     return fd
+
+
+def seal_memfd(fd):
+    """Fix a shared memfd's size for good.  Every process it is lent to
+    can reach it as /proc/self/fd/N; unsealed, a candidate could shrink it
+    and make the judge's next read of its own mapping fault (SIGBUS), a
+    wrong answer ending as kgymd's SYSTEM_ERROR.  F_SEAL_SEAL: no one adds
+    a seal of their own (a write seal would stop the judge) after this."""
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
 
 # ------------------------------------------------------------------ buffer areas
 #

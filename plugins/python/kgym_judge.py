@@ -45,7 +45,7 @@ import torch
 
 from kgym_common import (MIN_CORRECT_TRIALS, MIN_TIMING_TRIALS, SETUP_MS, CTL_DONE, CTL_GO, CTL_STATUS,
                          ControlBlock, CudaDriver, area_layout, child_setup, clip, dtype_name, format_exc,
-                         internal_error, load_module, out_of_memory, recv_msg, send_msg, tensors_of_area)
+                         internal_error, load_module, out_of_memory, recv_msg, seal_memfd, send_msg, tensors_of_area)
 from kgym_judge_compare import Verdict, compare_outputs, median, same_tensor
 from kgym_judge_timing import TimingPhase
 
@@ -368,6 +368,10 @@ class Judge(TimingPhase):
         self.give_buffers(self.ref, desc, fd, "setting up")
         desc, self.cand.outputs, fd = self.allocate(out_specs * self.slots, "candidate-outputs")
         self.cand_out_desc, self.cand_out_fd = desc, fd
+        # A CPU job's areas have their sizes now: sealed before the
+        # candidate holds any of them (kgym_common.seal_memfd).
+        for fd in self.memfds.values():
+            seal_memfd(fd)
 
     def slot(self, views, j, per):
         """The views of call j of a round (areas hold `slots` calls' tensors

@@ -41,6 +41,7 @@ Skips (77) when the configured interpreter (KGYM_PYTHON, default
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -74,7 +75,7 @@ def have_torch():
 class PyDaemon(k.Daemon):
     """A private kgymd with the kernelbench workflow and the python backend."""
 
-    def __init__(self, python_conf=None, **kw):
+    def __init__(self, python_conf=None, kernelbench_conf=None, **kw):
         self.pdir = tempfile.mkdtemp(prefix="kgym-plugins-")
         for name in ("kernelbench", "python"):
             dst = os.path.join(self.pdir, name + ".so")
@@ -87,6 +88,8 @@ class PyDaemon(k.Daemon):
             keys["kprobe_lib"] = kprobe
         keys.update(python_conf or {})
         conf = "[plugin.python]\n" + "".join("%s = %s\n" % kv for kv in sorted(keys.items()))
+        if kernelbench_conf:
+            conf += "[plugin.kernelbench]\n" + "".join("%s = %s\n" % kv for kv in sorted(kernelbench_conf.items()))
         kw.setdefault("workers_conf", "cpu_workers = 2\ncompile_deadline = 120\ncorrectness_deadline = 120\n"
                                       "timing_deadline = 120\njob_deadline = 120\nstart_timeout = 60")
         super().__init__(plugin_dirs=[self.pdir], extra_conf=conf, **kw)
@@ -543,6 +546,74 @@ def test_reference_timing_cache():
     k.check(second["reference_runtime"] == first["reference_runtime"], "the cached median is the first's")
     k.check(forced["metadata"]["reference_timing_cache"] == "refresh", forced["metadata"])
     k.check(forced["metadata"]["reference_timing_cached"] is False, forced["metadata"])
+    # A measurement under load (here the test's own CPU burners, as another
+    # job's candidate could) must not raise the entry: it only goes down.
+    with cpu_burners(4):
+        loaded = run_tasks(D, [t("cache-4", force_refresh=True)])["cache-4"]
+    after = run_tasks(D, [t("cache-5")])["cache-5"]
+    k.check(after["metadata"]["reference_timing_cache"] == "hit", after["metadata"])
+    lowest = min(first["reference_runtime"], forced["reference_runtime"], loaded["reference_runtime"])
+    k.check(after["reference_runtime"] == lowest, "the cache keeps the lowest median: %r, measured %r" % (
+        after["reference_runtime"], [first["reference_runtime"], forced["reference_runtime"],
+                                     loaded["reference_runtime"]]))
+
+
+def test_no_host_paths_in_errors():
+    """Error text names no place of the host: an exception quoting torch's
+    own file, and an executor that prints it and exits (its output's tail
+    is quoted), keep only the file's last name."""
+    where = "torch.__file__"
+    cases = {
+        "hostpath-raise": relu_candidate("raise RuntimeError('torch lives at ' + %s)" % where),
+        "hostpath-exit": relu_candidate("print('torch lives at', %s, flush=True); raise SystemExit(3)" % where),
+    }
+    res = run_tasks(D, [task(tid, RELU_REF, code) for tid, code in cases.items()])
+    host = re.compile(r"(?<![\w.:/])/(usr|opt|tmp|home|root|etc|var|lib|proc|srv|run)\b")
+    for tid, r in res.items():
+        msg = r.get("error_message") or ""
+        k.check(r["status"] == "failed" or r.get("correctness") is False, show(r))
+        k.check("torch lives at" in msg and "\u2026/__init__.py" in msg, "%s: the path's last name stays: %s"
+                % (tid, show(r)))
+        leaked = host.search(json.dumps(r, ensure_ascii=False))
+        k.check(leaked is None, "%s: a host path in the result (%r): %s" % (tid, leaked and leaked.group(0), show(r)))
+        k.check(os.path.dirname(HARNESS) not in msg and D.dir not in msg, "%s: %s" % (tid, msg))
+
+
+class cpu_burners:
+    """n processes spinning on the CPU while the block runs."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def test_reference_timing_recheck():
+    """reference_recheck = 1: every would-be hit is measured again (1 in n
+    at random otherwise; 0 never), and says so."""
+    R = PyDaemon(kernelbench_conf={"reference_recheck": "1"},
+                 workers_conf="cpu_workers = 1\nstart_timeout = 60")
+    try:
+        R.start()
+        tag = "\n# recheck test %s\n" % os.urandom(8).hex()
+        res = []
+        for i in range(2):
+            x = example("relu", "torch_correct", task_id="recheck-%d" % i)
+            x["payload"]["reference_code"] += tag
+            res.append(run_tasks(R, [x])["recheck-%d" % i])
+        k.check(res[0]["metadata"]["reference_timing_cache"] == "miss", res[0]["metadata"])
+        k.check(res[1]["metadata"]["reference_timing_cache"] == "recheck", res[1]["metadata"])
+        k.check(res[1]["metadata"]["reference_timing_cached"] is False, res[1]["metadata"])
+        R.stop()
+    finally:
+        R.cleanup()
 
 
 def test_zygote_serves_many_jobs():
@@ -669,14 +740,16 @@ def main():
     if not have_torch():
         print("SKIP: %s cannot import torch (apt-get install python3-torch)" % PY)
         sys.exit(k.SKIP)
-    D = PyDaemon()
+    # Cache hits are not re-measured at random here: test_reference_timing_cache
+    # counts on a hit (test_reference_timing_recheck has a daemon of its own).
+    D = PyDaemon(kernelbench_conf={"reference_recheck": "0"})
     try:
         D.start()
         tests = [test_examples, test_forbidden_import, test_syntax_error_is_compilation_error,
                  test_sandbox_socket_killed, test_sandbox_task_store_unreadable, test_identity_fails_signed_trial,
                  test_runtime_error_and_crash, test_hang_times_out, test_task_deadline_owns_the_phases,
                  test_reward_hacks,
-                 test_reference_timing_cache, test_zygote_serves_many_jobs, test_jobs_of_one_reference_in_a_row,
+                 test_reference_timing_cache, test_reference_timing_recheck, test_no_host_paths_in_errors, test_zygote_serves_many_jobs, test_jobs_of_one_reference_in_a_row,
                  test_remove_tree_tolerates_the_wipe,
                  test_validation_at_submit,
                  test_gpu_backends_need_a_gpu,
