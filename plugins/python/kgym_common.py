@@ -571,19 +571,28 @@ def unix_socket(fd):
 
 # ------------------------------------------------------------------ the control block
 #
-# One page of shared memory per executor (a memfd the supervisor makes and
-# both the judge and that executor map), three 64-bit words:
+# A few pages of shared memory per executor (a memfd the supervisor makes
+# and both the judge and that executor map), of 64-bit words:
 #   GO      the judge writes k to start call k (the executor spins on it);
 #   DONE    the executor writes k once call k's outputs are in the judge's
-#           buffers and its GPU work is over (the judge spins on it);
+#           memory and its GPU work is over (the judge spins on it);
 #   STATUS  written before DONE: 0 the call went through, 1 it failed (the
-#           executor then says why on its socket).
+#           executor then says why on its socket);
+#   OUTS..  from word CTL_OUTS, one per output of each call of a round (call
+#           j's output i at CTL_OUTS + j * n_outputs + i), written before
+#           DONE: where that output lies in the executor's arena (a byte
+#           offset; kgym_arena / arena.c), or OUT_IN_SLOT where the
+#           executor copied it into its output area instead.  The judge
+#           checks every offset against the arena's bounds: it is the
+#           candidate's word.
 # Aligned 8-byte stores and loads are atomic on the machines we run on, and
 # each word has one writer.  Spinning keeps the handshake in microseconds;
 # the executor's socket carries everything else.
 
 CTL_GO, CTL_DONE, CTL_STATUS = 0, 1, 2
-CTL_BYTES = 4096
+CTL_OUTS = 8
+CTL_BYTES = 64 << 10
+OUT_IN_SLOT = (1 << 64) - 1
 
 
 class ControlBlock:

@@ -5,8 +5,9 @@ dumb.  An executor builds its model, maps the buffers the judge gives it,
 and then, for every call, does only this:
 
     "arm k"  ->  "armed"  ->  spin until GO == k  ->  forward(inputs),
-    copy each output into the judge's output buffer, synchronise the
-    device  ->  STATUS, DONE = k
+    say where each output lies (on a GPU: in the judge's arena, which the
+    forward allocates from; else a copy into the judge's output buffer),
+    synchronise the device  ->  STATUS, DONE = k
 
 The judge's clock runs from its GO to the moment it has taken what is in
 its buffers, so a lazy output (a view, a tensor subclass, a list-like
@@ -29,9 +30,41 @@ import sys
 import time
 import traceback
 
-from kgym_common import (SETUP_MS, CTL_DONE, CTL_GO, CTL_STATUS, ControlBlock, CudaDriver, child_setup, clip,
-                         dtype_name, flatten_outputs, format_exc, inputs_size, internal_error, load_module, map_area,
-                         out_of_memory, recv_msg, send_msg)
+from kgym_common import (SETUP_MS, CTL_DONE, CTL_GO, CTL_OUTS, CTL_STATUS, OUT_IN_SLOT, ControlBlock, CudaDriver,
+                         child_setup, clip, dtype_name, flatten_outputs, format_exc, inputs_size, internal_error,
+                         load_module, map_area, out_of_memory, recv_msg, send_msg)
+
+ARENA_LIB = "libkgym_arena.so"      # beside the sandbox library (plugins/python/arena.c)
+
+
+class OutputArena:
+    """On a GPU, the memory a forward allocates from: the judge's arena
+    (device memory of the judge's, mapped here), through arena.c as torch's
+    CUDAPluggableAllocator in a MemPool.  The outputs a forward returns
+    then already lie where the judge reads them; the executor only says
+    where (offset()), and the judge copies them out on its clock.  So no
+    executor copy stands between the forward and DONE -- a copy that code
+    in this process could skip while the judge subtracted its cost."""
+
+    def __init__(self, torch, path, base, size):
+        self.lib = ctypes.CDLL(path)
+        self.lib.kgym_arena_set.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+        self.lib.kgym_arena_spilled.restype = ctypes.c_uint64
+        if self.lib.kgym_arena_set(base, size) != 0:
+            raise RuntimeError("an arena of %d bytes is too small" % size)
+        alloc = torch.cuda.memory.CUDAPluggableAllocator(path, "kgym_arena_alloc", "kgym_arena_free")
+        self.pool = torch.cuda.MemPool(alloc.allocator())
+        self.use = lambda: torch.cuda.use_mem_pool(self.pool)
+        self.base, self.size = base, size
+
+    def offset(self, t):
+        """Where tensor t lies in the arena (bytes), or None: not contiguous,
+        empty, or allocated elsewhere (before the pool, or spilled)."""
+        n = t.numel() * t.element_size()
+        p = t.data_ptr()
+        if n == 0 or not t.is_contiguous() or not (self.base <= p and p + n <= self.base + self.size):
+            return None
+        return p - self.base
 
 
 class KernelProbe:
@@ -95,6 +128,10 @@ class Executor:
         self.scratch = None
         self.slots = 1             # calls of a round the output area holds
         self.event_ms = []         # advisory: this executor's events around each call
+        self.arena = None          # OutputArena of this job (GPU), or None
+        self.arena_path = None     # libkgym_arena.so, loaded before the sandbox
+        self.held = []             # outputs in the arena, kept until the judge has copied them
+        self.pools = []            # every MemPool made here, kept for the process's life
 
     def send(self, obj):
         send_msg(self.sock, obj)
@@ -114,6 +151,15 @@ class Executor:
         job, limits, self.job_dir = msg["job"], msg["limits"], msg["job_dir"]
         self.t_start = time.monotonic()
         self.probe_status = None
+        if job["device"] != "cpu" and self.lib:
+            # Before the sandbox, like the probe: torch's dlopen() of it
+            # later finds it loaded and opens no file.
+            path = os.path.join(os.path.dirname(self.lib), ARENA_LIB)
+            try:
+                ctypes.CDLL(path)
+                self.arena_path = path
+            except OSError:
+                pass
         if job.get("profile"):
             # Before the sandbox: libcupti is loaded from wherever it lies.
             try:
@@ -230,8 +276,8 @@ class Executor:
     def release(self):
         """(A kept reference executor, between jobs) let go of the job's
         model and buffers, then say so: nothing of the job is left."""
-        self.model = self.inputs = self.outputs = self.scratch = None
-        self.keep = []
+        self.model = self.inputs = self.outputs = self.scratch = self.arena = None
+        self.keep, self.held = [], []
         if self.device == "cuda":
             self.torch.cuda.synchronize()
             self.cuda.release_all()
@@ -242,22 +288,41 @@ class Executor:
         fds = []
         if msg.get("fds"):
             _, fds, _, _ = socket.recv_fds(self.sock, 1, int(msg["fds"]))
+        arena_fd = None
         try:
             it = iter(fds)
             self.inputs, k1 = map_area(msg["inputs"], next(it, None), self.cuda)
             self.outputs, k2 = (map_area(msg["outputs"], next(it, None), self.cuda)
                                 if msg.get("outputs") else (None, None))
             self.keep += [k1, k2]
+            arena_fd = next(it, None) if msg.get("arena") else None
             # The areas hold a round's calls, one call's tensors after the
             # other's (kgym_judge_timing.py).
             self.slots = max(1, int(msg.get("slots") or 1))
         except Exception as e:  # noqa: BLE001
-            self.fail("error", "the %s process could not map the judge's buffers: %s" % (self.role, e),
-                      "SYSTEM_ERROR")
-        finally:
             for fd in fds:
                 os.close(fd)
-        self.send({"type": "mapped"})
+            self.fail("error", "the %s process could not map the judge's buffers: %s" % (self.role, e),
+                      "SYSTEM_ERROR")
+        status = None
+        self.arena, self.held, self.scratch = None, [], None
+        if arena_fd is not None:
+            # Without it (no library, a torch without MemPool) the outputs
+            # are copied into the output area as before; the judge then
+            # gives the candidate no arena either, so both sides are timed
+            # alike.
+            try:
+                if self.arena_path is None:
+                    raise RuntimeError("%s is not installed beside the sandbox library" % ARENA_LIB)
+                size = int(msg["arena"]["size"])
+                self.arena = OutputArena(self.torch, self.arena_path, self.cuda.open(arena_fd, size), size)
+                self.pools.append(self.arena.pool)
+                status = "on"
+            except Exception as e:  # noqa: BLE001 - reported; the job goes on without it
+                self.arena, status = None, "off: %s" % str(e)[:200]
+        for fd in fds:
+            os.close(fd)
+        self.send({"type": "mapped", "arena": status})
 
     def arguments(self, spec):
         """forward's arguments: the judge's input buffers and the call's
@@ -283,18 +348,24 @@ class Executor:
         self.send({"type": "described", "outputs": [{"dtype": dtype_name(o.dtype), "shape": list(o.shape)}
                                                      for o in outs]})
 
+    def forward(self, args):
+        """The model's forward, allocating from the arena where there is one."""
+        if self.arena is None:
+            return self.model(*args)
+        with self.arena.use():
+            return self.model(*args)
+
     def forward_into(self, args, j=0, skip_launches=False):
-        torch = self.torch
         if skip_launches:
             from triton.runtime.jit import JITFunction
             run = JITFunction.run
             JITFunction.run = lambda self, *a, **kw: None
             try:
-                out = self.model(*args)
+                out = self.forward(args)
             finally:
                 JITFunction.run = run
         else:
-            out = self.model(*args)
+            out = self.forward(args)
         try:
             res = flatten_outputs(out)
         except TypeError as e:
@@ -303,28 +374,52 @@ class Executor:
         outs = self.outputs[j * per:(j + 1) * per]
         if len(res) != len(outs):
             raise CallError("the model returned %d outputs, the reference returns %d" % (len(res), len(outs)))
+        words = self.ctl.words
         for i, (r, o) in enumerate(zip(res, outs)):
             if tuple(r.shape) != tuple(o.shape) or r.dtype != o.dtype:
                 raise CallError("output %d is %s of shape %s; the reference's is %s of shape %s" % (
                     i, dtype_name(r.dtype), list(r.shape), dtype_name(o.dtype), list(o.shape)))
-            o.copy_(r)
+            at = self.arena.offset(r) if self.arena is not None and r.device.type == "cuda" else None
+            if at is None:
+                # Not in the arena (made before the call, a view, spilled):
+                # copied, on the clock, and nothing subtracts this copy.
+                o.copy_(r)
+                words[CTL_OUTS + j * per + i] = OUT_IN_SLOT
+            else:
+                self.held.append(r)
+                words[CTL_OUTS + j * per + i] = at
 
     def empty_call(self, calls):
         """(The reference only: the judge's calibration) everything a call
-        does but the forward: a copy of tensors like the outputs into the
-        output buffers, then the sync -- the same kernels on this context,
-        the same bytes, so that subtracting its time leaves the forward's."""
+        does but the forward -- with an arena, outputs said to lie in it
+        (tensors like the outputs, made there once), which the judge then
+        copies out as it does a real call's; without one, a copy of such
+        tensors into the output buffers -- then the sync: the same work on
+        both sides of the clock, so that subtracting its time leaves the
+        forward's."""
         per = len(self.outputs) // self.slots
         if self.scratch is None:
-            self.scratch = [self.torch.zeros_like(o) for o in self.outputs[:per]]
+            self.scratch_at = None
+            if self.arena is not None:
+                with self.arena.use():
+                    self.scratch = [self.torch.zeros_like(o) for o in self.outputs[:per]]
+                at = [self.arena.offset(t) for t in self.scratch]
+                self.scratch_at = at if None not in at else None
+            else:
+                self.scratch = [self.torch.zeros_like(o) for o in self.outputs[:per]]
             self.tiny = self.torch.zeros(1, device=self.device)
+        words = self.ctl.words
         # A kernel of its own: a real forward switches the GPU's compute
         # engine to this context (a quarter of a millisecond on an H100,
         # measured), which the copies alone (copy engine) do not.
         for j in range(calls):
             self.tiny.add_(1)
-            for o, s in zip(self.outputs[j * per:(j + 1) * per], self.scratch):
-                o.copy_(s)
+            for i, (o, s) in enumerate(zip(self.outputs[j * per:(j + 1) * per], self.scratch)):
+                if self.scratch_at is not None:
+                    words[CTL_OUTS + j * per + i] = self.scratch_at[i]
+                else:
+                    o.copy_(s)
+                    words[CTL_OUTS + j * per + i] = OUT_IN_SLOT
 
     def call(self, msg):
         k, mode = int(msg["k"]), msg.get("mode", "call")
@@ -336,6 +431,7 @@ class Executor:
             os._exit(0)
         error = None
         ev = None
+        self.held = []             # the last round's outputs: the judge has copied them
         # No collection while the call runs (Python's collector pausing
         # this process between two launches idles the GPU on the clock);
         # it runs, if due, once DONE is written.

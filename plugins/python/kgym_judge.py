@@ -17,11 +17,16 @@ What the judge owns (ARCHITECTURE.md, "The judge"):
     on a CPU; on a GPU memory the judge allocated with the driver and
     exported through CUDA IPC, so that no block of torch's allocator, which
     may hold other tensors of the judge's, is ever mapped by an executor);
-    the candidate's outputs are poisoned before every call;
+    the candidate's outputs are poisoned before every call; and on a GPU
+    an arena per executor that its forward allocates from (arena.c), so
+    that the outputs it returns lie in the judge's memory and the judge
+    copies them out itself -- no copy of the executor's, which code in the
+    candidate's process could skip, is left to subtract;
   - the clock: per call, "arm" (the executor says "armed" and spins), the
     inputs written, the outputs poisoned, L2 flushed, the device synced;
     then GO, and the clock stops once DONE is seen *and* the judge's own
-    copy of the output buffers is complete -- whatever the executor left
+    copy of the outputs (from the arena, or from the output area where the
+    executor copied them) is complete -- whatever the executor left
     unfinished is either on the clock or missing from the copy;
   - the verdict: every call's outputs -- not a sample -- compared with the
     reference's outputs for the same inputs (the reference runs right
@@ -43,13 +48,16 @@ import time
 
 import torch
 
-from kgym_common import (MIN_CORRECT_TRIALS, MIN_TIMING_TRIALS, SETUP_MS, CTL_DONE, CTL_GO, CTL_STATUS,
-                         ControlBlock, CudaDriver, area_layout, child_setup, clip, dtype_name, format_exc,
+from kgym_common import (MIN_CORRECT_TRIALS, MIN_TIMING_TRIALS, SETUP_MS, CTL_BYTES, CTL_DONE, CTL_GO, CTL_OUTS,
+                         CTL_STATUS, OUT_IN_SLOT, ControlBlock, CudaDriver, _CudaArray, area_layout, child_setup, clip, dtype_name, format_exc,
                          internal_error, load_module, out_of_memory, recv_msg, seal_memfd, send_msg, tensors_of_area)
 from kgym_judge_compare import Verdict, compare_outputs, median, same_tensor
 from kgym_judge_timing import TimingPhase
 
 PROFILE_CALLS = 3
+# An executor's arena (make_arena): room for a round's outputs four times
+# over and the forward's own tensors; at least this much.
+ARENA_MIN_BYTES = 512 << 20
 # The page the supervisor reads when this process dies (kgym_supervisor.py):
 # byte 0 is 1 while the submitter's reference code runs here.
 IN_REFERENCE = None
@@ -94,6 +102,8 @@ class Peer:
         self.ctl = None
         self.ready = None
         self.outputs = None        # the judge's views of this executor's output area
+        self.arena = None          # the judge's view of this executor's arena (bytes), GPU
+        self.arena_fd = None       # its exported descriptor, for give_buffers
         self.k = 0                 # the last call number given
         # Set when the candidate's executor says "loading", just before it
         # runs kernel_code: from then on nothing it says is kgymd's word.
@@ -209,6 +219,7 @@ class Judge(TimingPhase):
         if msg.get("type") != "released":
             raise ExecutorGone("reference", "releasing the job's buffers")
         self.inputs = self.ref.outputs = self.cand.outputs = None
+        self.ref.arena = self.cand.arena = self.ref.arena_fd = self.cand.arena_fd = None
         self.landing = None
         self.keep_maps = []
         for fd in self.area_fds:
@@ -275,14 +286,52 @@ class Judge(TimingPhase):
         return desc, views, fd
 
     def give_buffers(self, peer, outputs_desc, outputs_fd, during):
-        fds = [fd for fd in (self.inputs_fd, outputs_fd) if fd is not None]
+        fds = [fd for fd in (self.inputs_fd, outputs_fd, peer.arena_fd) if fd is not None]
         send_msg(peer.sock, {"type": "buffers", "inputs": self.inputs_desc, "outputs": outputs_desc,
-                             "slots": self.slots, "fds": len(fds)})
+                             "slots": self.slots, "fds": len(fds),
+                             "arena": {"size": peer.arena.numel()} if peer.arena_fd is not None else None})
         if fds:
             socket.send_fds(peer.sock, [b"F"], fds)
         msg = peer.recv(during, self.deadline)
         if msg.get("type") != "mapped":
             self.executor_failed(peer, msg, during)
+        if peer.arena_fd is not None and msg.get("arena") != "on":
+            # Not set up there: that executor copies its outputs.  The
+            # reference's word is kgymd's (the candidate then gets no arena
+            # either: both sides timed alike); a candidate that broke its
+            # own only pays for the copies.
+            peer.arena = None
+            if peer.role == "reference":
+                self.meta["output_arena"] = str(msg.get("arena") or "off")[:200]
+
+    def make_arena(self, peer, out_bytes, in_bytes):
+        """On a GPU, device memory of the judge's for an executor's forward
+        to allocate from (kgym_executor.OutputArena): its outputs then lie
+        where the judge reads them, and no executor copy needs subtracting.
+        A quarter of what the device has free at most; none (the old copy)
+        when that is too little, or when limits.output_arena is false."""
+        peer.arena = peer.arena_fd = None
+        if not self.gpu or self.limits.get("output_arena") is False:
+            return
+        if peer.role == "candidate" and self.ref.arena is None:
+            return
+        if CTL_OUTS + len(self.out_specs) * self.slots > CTL_BYTES // 8:
+            self.meta["output_arena"] = "off: more outputs a round than the control page holds"
+            return
+        want = max(ARENA_MIN_BYTES, 4 * out_bytes + 2 * in_bytes)
+        try:
+            free = torch.cuda.mem_get_info()[0]
+        except RuntimeError:
+            free = 0
+        size = min(want, free // 4)
+        if size < 2 * out_bytes + (64 << 20):
+            self.meta["output_arena"] = "off: the device has too little free memory"
+            return
+        ptr, fd, size = self.cuda.create(size)
+        self.area_fds.append(fd)
+        peer.arena, peer.arena_fd = torch.as_tensor(_CudaArray(ptr, size), device="cuda"), fd
+        if peer.role == "reference":
+            self.meta["output_arena"] = "on"
 
     def wait_ready(self, peer):
         msg = peer.recv("setting up", self.deadline)
@@ -365,9 +414,12 @@ class Judge(TimingPhase):
         # The judge's own copy of a call's outputs, taken on the clock (both
         # executors' outputs have the reference's dtypes and shapes).
         self.landing = [torch.empty_like(o) for o in self.ref.outputs]
+        in_bytes = area_layout(specs * self.slots)[1] if specs else 0
+        self.make_arena(self.ref, out_bytes * self.slots, in_bytes)
         self.give_buffers(self.ref, desc, fd, "setting up")
         desc, self.cand.outputs, fd = self.allocate(out_specs * self.slots, "candidate-outputs")
         self.cand_out_desc, self.cand_out_fd = desc, fd
+        self.make_arena(self.cand, out_bytes * self.slots, in_bytes)
         # A CPU job's areas have their sizes now: sealed before the
         # candidate holds any of them (kgym_common.seal_memfd).
         for fd in self.memfds.values():
@@ -491,8 +543,8 @@ class Judge(TimingPhase):
                 raise Verdict("TIMEOUT_ERROR", "%s: %s did not finish within the %s phase's deadline" % (
                     what, "ModelNew" if peer.role == "candidate" else "the reference", self.phase_name),
                     completed=peer.role == "candidate")
-            for dst, o in zip(self.landing[:len(calls) * n_out], peer.outputs):
-                dst.copy_(o)
+            for idx, (dst, o) in enumerate(zip(self.landing[:len(calls) * n_out], peer.outputs)):
+                dst.copy_(self.output_source(peer, idx, o, what))
             if self.gpu:
                 torch.cuda.synchronize()
             ms = (time.perf_counter() - t0) * 1e3
@@ -506,6 +558,21 @@ class Judge(TimingPhase):
             msg = peer.recv(what, time.monotonic() + 10)
             self.call_failed(peer, msg, what)
         return ms, got
+
+    def output_source(self, peer, idx, slot, what):
+        """Where output idx of a round is, by its executor's word (the
+        control page): in its arena at an offset, or in its output area's
+        slot.  The word is the candidate's: an offset outside the arena,
+        or not aligned to the dtype, is a forgery, never a read."""
+        at = peer.ctl.words[CTL_OUTS + idx]
+        if peer.arena is None or at == OUT_IN_SLOT:
+            return slot
+        n = slot.numel() * slot.element_size()
+        if at % slot.element_size() != 0 or at + n > peer.arena.numel():
+            detail = "%s: the executor said an output lies at byte %d of its arena, outside it" % (what, at)
+            raise Verdict("REWARD_HACK", detail, {"kind": "forged_result", "detail": detail},
+                          completed=peer.role == "candidate")
+        return peer.arena[at:at + n].view(slot.dtype).view(slot.shape)
 
     def wait_done(self, peer, k, what):
         """Spin on DONE; every few thousand turns, the deadline and the

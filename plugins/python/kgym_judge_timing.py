@@ -231,8 +231,9 @@ class TimingPhase:
 
     def calibrate(self):
         """The handshake's own cost per call: the reference executor's empty
-        rounds of k (arm, GO, a copy like the outputs per call, synchronise,
-        DONE, the judge's copy), the same preparation; measured with the
+        rounds of k (arm, GO, a tiny kernel and outputs said to lie in the
+        arena per call -- without an arena, a copy like the outputs --,
+        synchronise, DONE, the judge's copy), the same preparation; measured with the
         trusted executor only.  The first few are dropped: right after the
         candidate's process is gone one took 16 ms."""
         inputs = self.make_inputs(self.fresh_seed("calibration"))

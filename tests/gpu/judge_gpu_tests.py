@@ -10,6 +10,15 @@ checks, `kgym_harness.py --once --no-static-checks`, device cuda):
                              >= 10 ms, no speedup), else caught (wrong
                              outputs); correct and fast fails the test
                              (the mutant py_clock_before_clone)
+  copy_skip_gains_nothing    the honest ReLU and one that computes into
+                             the judge's output area and writes DONE
+                             itself (tests/gpu/candidates/
+                             skip_executor_copy_gpu.py): with the judge's
+                             arena (metadata.output_arena "on") nothing
+                             executor-side is subtracted, so the skip
+                             gains nothing (kernel_runtime at least 0.75
+                             of the honest one's; the mutant
+                             py_arena_off saw it at a fraction)
 
 Builds nothing (KGYM_BUILDDIR, default ./build, for the sandbox library);
 the harness runs under KGYM_PYTHON (default /opt/torch/.venv/bin/python3
@@ -68,5 +77,29 @@ def test_sync_patched_side_stream():
                                                                 r.get("kernel_runtime")))
 
 
+RELU_HUGE = RELU_BIG.replace("torch.randn(1024, 1024)", "torch.randn(8192, 8192)")
+
+
+def test_copy_skip_gains_nothing():
+    need_gpu()
+    cheat = tp.read(os.path.join(k.srcdir(), "tests", "gpu", "candidates", "skip_executor_copy_gpu.py"))
+    honest = tp.relu_candidate("return torch.relu(x)")
+    req = {"device": "cuda", "num_perf_trials": 30, "num_warmup": 3, "calls_per_round": 1}
+    lim = {"max_output_bytes": 1 << 30, "memory_bytes": 64 << 30}
+    res = {name: tp.run_once(code, backend="torch", reference=RELU_HUGE, static_checks=False, request=req,
+                             limits=lim)
+           for name, code in (("honest", honest), ("cheat", cheat))}
+    for name, r in res.items():
+        print("  %s: correctness %s %s, kernel_runtime %s ms, speedup %s, output_arena %s" % (
+            name, r.get("correctness"), r.get("error_code") or "", r.get("kernel_runtime"), r.get("speedup"),
+            r.get("metadata", {}).get("output_arena")))
+        k.check(r.get("correctness") is True, "%s: %s" % (name, tp.show(r)))
+    k.check(res["cheat"]["kernel_runtime"] >= 0.75 * res["honest"]["kernel_runtime"],
+            "skipping the executor's copy gained time: %.4f ms against %.4f ms honest" % (
+                res["cheat"]["kernel_runtime"], res["honest"]["kernel_runtime"]))
+    k.check(res["honest"]["metadata"].get("output_arena") == "on",
+            "the arena is not in use: %s" % res["honest"]["metadata"].get("output_arena"))
+
+
 if __name__ == "__main__":
-    k.run([test_sync_patched_side_stream])
+    k.run([test_sync_patched_side_stream, test_copy_skip_gains_nothing])

@@ -154,6 +154,10 @@ MUTANTS = [
       "        return scrub_host_paths(r, self.job_dir)\n",
       "        return r\n",
       [TP + ":test_no_host_paths_in_errors"]),
+    M("py_arena_off", "nothing executor-side is subtracted from the judge's clock (the arena)", JUDGE,
+      "        if not self.gpu or self.limits.get(\"output_arena\") is False:\n",
+      "        if True:\n",
+      ["tests/gpu/judge_gpu_tests.py:test_copy_skip_gains_nothing"], gpu=True),
     M("py_seed_to_candidate", "seeds never sent to the candidate", SUPERVISOR,
       "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile,",
       "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile, "

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""libkgym_arena.so (plugins/python/arena.c), the allocator a GPU executor's
+forward allocates from, on any machine: it only hands out and takes back
+addresses, so fake ones test it.  What it must hold: allocations inside the
+arena, aligned, never overlapping; freed ranges merged and reused; nothing
+handed out twice; a pointer of an earlier arena ignored (a later arena may
+reuse its addresses); and when the arena is full, no pointer into it (the
+driver's memory, or NULL where there is no driver)."""
+import ctypes
+import os
+
+import kgymtest as k
+
+LIB = os.path.join(k.builddir(), "plugins", "python", ".libs", "libkgym_arena.so")
+BASE = 1 << 40
+MIB = 1 << 20
+
+
+def load():
+    if not os.path.exists(LIB):
+        raise k.Skip("%s is not built" % LIB)
+    lib = ctypes.CDLL(LIB)
+    lib.kgym_arena_set.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    lib.kgym_arena_alloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    lib.kgym_arena_alloc.restype = ctypes.c_void_p
+    lib.kgym_arena_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    lib.kgym_arena_spilled.restype = ctypes.c_uint64
+    return lib
+
+
+def have_driver():
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+def test_allocations_fit_and_never_overlap():
+    lib = load()
+    k.check(lib.kgym_arena_set(BASE, 8 * MIB) == 0, "set")
+    sizes = [1, 511, 512, 513, 3000, MIB, 2 * MIB + 7]
+    got = []
+    for n in sizes:
+        p = lib.kgym_arena_alloc(n, 0, None)
+        k.check(p is not None and p % 512 == 0, "aligned: %r for %d" % (p, n))
+        k.check(BASE <= p and p + n <= BASE + 8 * MIB, "inside the arena: %x + %d" % (p, n))
+        got.append((p, n))
+    spans = sorted(got)
+    for (a, n), (b, _) in zip(spans, spans[1:]):
+        k.check(a + n <= b, "no overlap: %x+%d and %x" % (a, n, b))
+    for p, n in got:
+        lib.kgym_arena_free(p, n, 0, None)
+    # Everything back and merged: the whole arena is one range again.
+    p = lib.kgym_arena_alloc(8 * MIB, 0, None)
+    k.check(p == BASE, "all of it in one piece after the frees: %r" % p)
+    lib.kgym_arena_free(p, 8 * MIB, 0, None)
+
+
+def test_full_arena_never_hands_out_its_memory_twice():
+    lib = load()
+    k.check(lib.kgym_arena_set(BASE, 4 * MIB) == 0, "set")
+    a = lib.kgym_arena_alloc(3 * MIB, 0, None)
+    b = lib.kgym_arena_alloc(2 * MIB, 0, None)      # does not fit
+    k.check(a == BASE, "first fit: %r" % a)
+    if have_driver():
+        k.check(b is None or not (BASE <= b < BASE + 4 * MIB), "a spill is not arena memory: %r" % b)
+    else:
+        k.check(b is None, "no driver here: NULL, never arena memory: %r" % b)
+    # Freeing something never handed out changes nothing.
+    lib.kgym_arena_free(BASE + MIB, MIB, 0, None)
+    c = lib.kgym_arena_alloc(2 * MIB, 0, None)
+    k.check(c is None or not (BASE <= c < BASE + 3 * MIB), "a stray free gave nothing back: %r" % c)
+    lib.kgym_arena_free(a, 3 * MIB, 0, None)
+    k.check(lib.kgym_arena_alloc(4 * MIB, 0, None) == BASE, "the real free did")
+
+
+def test_earlier_arena_pointers_ignored():
+    lib = load()
+    k.check(lib.kgym_arena_set(BASE, 4 * MIB) == 0, "set")
+    lib.kgym_arena_alloc(MIB, 0, None)
+    old = lib.kgym_arena_alloc(MIB, 0, None)        # at BASE + 1 MiB
+    # A later job's arena at the same addresses: the old segment, handed
+    # back late, must not become free space in the new one.
+    k.check(lib.kgym_arena_set(BASE, 4 * MIB) == 0, "set again")
+    live = lib.kgym_arena_alloc(4 * MIB, 0, None)
+    k.check(live == BASE, "the new arena whole: %r" % live)
+    lib.kgym_arena_free(old, MIB, 0, None)
+    lib.kgym_arena_free(BASE, MIB, 0, None)         # the live one's address, another size
+    again = lib.kgym_arena_alloc(MIB, 0, None)
+    k.check(again is None or not (BASE <= again < BASE + 4 * MIB),
+            "the old pointers' ranges are still in use, not free: %r" % again)
+    lib.kgym_arena_free(live, 4 * MIB, 0, None)
+    k.check(lib.kgym_arena_alloc(4 * MIB, 0, None) == BASE, "the live one's own free did")
+
+
+def test_too_small():
+    lib = load()
+    k.check(lib.kgym_arena_set(BASE + 1, 100) != 0, "an arena smaller than one aligned block is refused")
+
+
+if __name__ == "__main__":
+    k.run([test_allocations_fit_and_never_overlap, test_full_arena_never_hands_out_its_memory_twice,
+           test_earlier_arena_pointers_ignored, test_too_small])
