@@ -20,6 +20,9 @@ percent (default 1), unless --report-only.  --warmup 5,200 runs every case
 once per value of the request's num_warmup (the judge's minimum of warm-up
 calls), side by side; --calls-per-round 1,0 once with one call per "go"
 and once with the judge's own rounds (0: its choice; column k).
+--arena on,off runs every case with the judge's output arena and without
+(limits.output_arena false: the executors copy their outputs, and that copy
+is part of the subtracted handshake), side by side.
 """
 import argparse
 import json
@@ -63,13 +66,13 @@ CASES = [  # name, op on xs, inputs
 ]
 
 
-def evaluate(py, ref, cand, harness_dir, warmup=5, calls_per_round=0):
+def evaluate(py, ref, cand, harness_dir, warmup=5, calls_per_round=0, arena=True):
     job = {"request": {"reference_code": ref, "kernel_code": cand, "backend": "torch", "device": "cuda",
                        "num_correct_trials": 5, "num_perf_trials": 100, "num_warmup": warmup,
                        "timing_rel_precision": 0.002, "clock_trace": True},
            "limits": {"memory_bytes": 64 << 30, "max_files": 256, "max_processes": 1024,
                       "max_file_bytes": 64 << 20, "compile_timeout": 300, "correctness_timeout": 200,
-                      "timing_timeout": 300}}
+                      "timing_timeout": 300, "output_arena": arena}}
     if calls_per_round:
         job["request"]["calls_per_round"] = calls_per_round
     d = tempfile.mkdtemp(prefix="kgym-clock-")
@@ -85,6 +88,7 @@ def evaluate(py, ref, cand, harness_dir, warmup=5, calls_per_round=0):
     t["ref_median"] = r["timing"]["reference"]["median_ms"]
     t["trace"] = r["metadata"].get("clock_trace")
     t["calls_per_round"] = r["metadata"].get("calls_per_round")
+    t["output_arena"] = r["metadata"].get("output_arena")
     return t
 
 
@@ -120,25 +124,28 @@ def main():
     ap.add_argument("--warmup", default="5", help="the request's num_warmup; a,b: each case once per value")
     ap.add_argument("--calls-per-round", default="0",
                     help="the request's calls_per_round (0: the judge's choice); a,b: each case once per value")
+    ap.add_argument("--arena", default="on", help="the judge's output arena: on, off, or on,off: both")
     ap.add_argument("--json", metavar="FILE", help="every run's timing and metadata.clock_trace (all samples)")
     args = ap.parse_args()
     dump = []
     rows, bad = [], []
-    ws, ks = args.warmup.split(","), args.calls_per_round.split(",")
+    ws, ks, arenas = args.warmup.split(","), args.calls_per_round.split(","), args.arena.split(",")
     cases = [(name + ("" if len(ws) == 1 else ", warm-up %s" % w) +
-              ("" if len(ks) == 1 else ", k=%s" % ("auto" if c == "0" else c)), op, inputs, int(w), int(c))
-             for name, op, inputs in CASES for w in ws for c in ks]
-    for name, op, inputs, warmup, cpr in cases:
+              ("" if len(ks) == 1 else ", k=%s" % ("auto" if c == "0" else c)) +
+              ("" if len(arenas) == 1 else ", arena %s" % a), op, inputs, int(w), int(c), a == "on")
+             for name, op, inputs in CASES for w in ws for c in ks for a in arenas]
+    for name, op, inputs, warmup, cpr, arena in cases:
         if args.only and not any(x in name for x in args.only.split(",")):
             continue
         runs = [evaluate(args.python, REF.format(op=op, inputs=inputs), CAND.format(op=op), args.harness_dir,
-                         warmup, cpr) for _ in range(args.runs)]
+                         warmup, cpr, arena) for _ in range(args.runs)]
         dump.append({"case": name, "runs": runs})
         med = [r["median_ms"] for r in runs]
         mid = statistics.median(med)
         spread = (max(med) - min(med)) / mid * 100
         ev = events_median(op, inputs)
-        rows.append((name, " ".join("%.4f" % m for m in med), "%.2f%%" % spread,
+        rows.append((name, ",".join(sorted({str(r["output_arena"]) for r in runs})),
+                     " ".join("%.4f" % m for m in med), "%.2f%%" % spread,
                      ",".join(sorted({str(r["calls_per_round"]) for r in runs})),
                      "%.4f" % statistics.median(r["overhead_ms"] for r in runs),
                      "%.4f" % statistics.median(r["executor_events"] or 0 for r in runs),
@@ -146,7 +153,7 @@ def main():
                      "%.4f" % ev, "%.3f" % (mid / ev)))
         if mid >= 0.1 and spread > args.fail_over:
             bad.append(name)
-    head = ("case", "judge net median per run (ms)", "spread", "k", "handshake (ms)", "executor events (ms)",
+    head = ("case", "arena", "judge net median per run (ms)", "spread", "k", "handshake (ms)", "executor events (ms)",
             "reference net (ms)", "events (ms)", "judge/events")
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     for row in [head] + rows:

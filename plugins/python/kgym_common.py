@@ -545,21 +545,26 @@ def dtype_of(name):
 def flatten_outputs(out, what="output"):
     """A model's return value as a flat list of tensors (Python numbers
     become 0-d tensors).  Anything else -- a list-like object, None -- is a
-    TypeError naming where it is."""
+    TypeError naming where it is.
+
+    A loop, not a recursive closure: a nested function that calls itself
+    is a reference cycle holding the list, so every call's outputs stayed
+    alive until the garbage collector ran (off during calls) -- the caching
+    allocator could not reuse their memory and took new blocks mid-call,
+    and an arena (kgym_executor.OutputArena) filled up."""
     import torch
     flat = []
-
-    def walk(x, path):
+    todo = [(out, "")]
+    while todo:
+        x, path = todo.pop()
         if isinstance(x, torch.Tensor):
             flat.append(x)
         elif type(x) in (tuple, list):
-            for i, y in enumerate(x):
-                walk(y, "%s[%d]" % (path, i))
+            todo.extend(reversed([(y, "%s[%d]" % (path, i)) for i, y in enumerate(x)]))
         elif type(x) in (bool, int, float):
             flat.append(torch.tensor(x))
         else:
             raise TypeError("%s%s is a %s, not a tensor" % (what, path, type(x).__name__))
-    walk(out, "")
     return flat
 
 def unix_socket(fd):

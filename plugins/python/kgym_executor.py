@@ -132,6 +132,7 @@ class Executor:
         self.arena_path = None     # libkgym_arena.so, loaded before the sandbox
         self.held = []             # outputs in the arena, kept until the judge has copied them
         self.pools = []            # every MemPool made here, kept for the process's life
+        self.out_counts = {"in_arena": 0, "copied": 0}
 
     def send(self, obj):
         send_msg(self.sock, obj)
@@ -267,7 +268,8 @@ class Executor:
                     self.release()
                 elif t == "events":
                     ms, self.event_ms = self.event_ms, []
-                    self.send({"type": "events", "ms": ms[-4096:]})
+                    self.send({"type": "events", "ms": ms[-4096:], "arena": dict(
+                        self.out_counts, spilled=int(self.arena.lib.kgym_arena_spilled()) if self.arena else 0)})
                 elif t == "job" and self.role == "reference":
                     SETUP_MS.clear()
                     self.t_start = time.monotonic()
@@ -385,9 +387,11 @@ class Executor:
                 # copied, on the clock, and nothing subtracts this copy.
                 o.copy_(r)
                 words[CTL_OUTS + j * per + i] = OUT_IN_SLOT
+                self.out_counts["copied"] += 1
             else:
                 self.held.append(r)
                 words[CTL_OUTS + j * per + i] = at
+                self.out_counts["in_arena"] += 1
 
     def empty_call(self, calls):
         """(The reference only: the judge's calibration) everything a call

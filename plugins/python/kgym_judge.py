@@ -743,6 +743,12 @@ class Judge(TimingPhase):
         send_msg(peer.sock, {"type": "events"})
         msg = peer.recv("reading its events", self.deadline)
         v = [x for x in (msg.get("ms") or [])[-n:] if isinstance(x, (int, float))]
+        if isinstance(msg.get("arena"), dict):
+            # Advisory too: how many outputs lay in the arena, how many the
+            # executor copied, how many allocations did not fit.
+            self.meta["%s_arena" % peer.role] = {k: v for k, v in msg["arena"].items()
+                                                 if k in ("in_arena", "copied", "spilled")
+                                                 and isinstance(v, int)}
         return median(v)
 
     def run(self):

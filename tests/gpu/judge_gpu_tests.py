@@ -93,6 +93,9 @@ def test_copy_skip_gains_nothing():
         print("  %s: correctness %s %s, kernel_runtime %s ms, speedup %s, output_arena %s" % (
             name, r.get("correctness"), r.get("error_code") or "", r.get("kernel_runtime"), r.get("speedup"),
             r.get("metadata", {}).get("output_arena")))
+        print("    arena counts: candidate %s, reference %s; events p50: candidate %s, reference %s" % (
+            r.get("metadata", {}).get("candidate_arena"), r.get("metadata", {}).get("reference_arena"),
+            r.get("metadata", {}).get("candidate_events_ms_p50"), r.get("metadata", {}).get("reference_events_ms_p50")))
         k.check(r.get("correctness") is True, "%s: %s" % (name, tp.show(r)))
     k.check(res["cheat"]["kernel_runtime"] >= 0.75 * res["honest"]["kernel_runtime"],
             "skipping the executor's copy gained time: %.4f ms against %.4f ms honest" % (

@@ -8,6 +8,7 @@ reuse its addresses); and when the arena is full, no pointer into it (the
 driver's memory, or NULL where there is no driver)."""
 import ctypes
 import os
+import subprocess
 
 import kgymtest as k
 
@@ -99,6 +100,33 @@ def test_too_small():
     k.check(lib.kgym_arena_set(BASE + 1, 100) != 0, "an arena smaller than one aligned block is refused")
 
 
+# A call's outputs, once the executor lets go of them, are freed at once --
+# with the garbage collector off, as it is during calls -- so that the
+# caching allocator reuses their memory (in the arena) for the next call.
+FREED_PROBE = """
+import gc, sys, weakref
+sys.path.insert(0, sys.argv[1])
+import torch
+from kgym_common import flatten_outputs
+gc.disable()
+x = torch.zeros(4)
+w = weakref.ref(x)
+flat = flatten_outputs((x, [torch.ones(1)], 2.0))
+assert len(flat) == 3 and flat[0] is x, flat
+del x, flat
+print("freed" if w() is None else "kept")
+"""
+
+
+def test_outputs_freed_without_the_collector():
+    py = os.environ.get("KGYM_PYTHON", "/usr/bin/python3")
+    p = subprocess.run([py, "-c", FREED_PROBE, os.path.join(k.srcdir(), "plugins", "python")],
+                       capture_output=True, text=True, timeout=120)
+    if "No module named 'torch'" in p.stderr:
+        raise k.Skip("%s cannot import torch" % py)
+    k.check(p.returncode == 0 and p.stdout.strip() == "freed", "outputs kept alive: %r %r" % (p.stdout, p.stderr[-500:]))
+
+
 if __name__ == "__main__":
     k.run([test_allocations_fit_and_never_overlap, test_full_arena_never_hands_out_its_memory_twice,
-           test_earlier_arena_pointers_ignored, test_too_small])
+           test_earlier_arena_pointers_ignored, test_too_small, test_outputs_freed_without_the_collector])
