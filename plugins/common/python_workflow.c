@@ -618,6 +618,25 @@ pw_cancel(struct kgym_task *task)
 
 /* ------------------------------------------------------------ life cycle */
 
+/* A count of ours, 0 to 1000000, into *out when the key is set. */
+static int
+pw_config_count(const char *key, unsigned long long *out, char **ret_cause)
+{
+	const char *v = host->config_get(self, key);
+	char *end;
+	unsigned long long u;
+
+	if (v == NULL)
+		return 0;
+	errno = 0;
+	u = strtoull(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || u > 1000000)
+		return pu_cause(host, ret_cause, -EINVAL, "%s = %s: expected a number from 0 to 1000000",
+		    key, v);
+	*out = u;
+	return 0;
+}
+
 static int
 pw_read_config(char **ret_cause)
 {
@@ -626,26 +645,16 @@ pw_read_config(char **ret_cause)
 	unsigned long long u;
 	double d;
 
-	cfg.cache_entries = PW_DEFAULT_CACHE;
-	cfg.recheck = PW_DEFAULT_RECHECK;
 	cfg.max_source = PW_DEFAULT_SOURCE;
 	cfg.timing_rel_precision = 0;
-	if ((v = host->config_get(self, "reference_cache_entries")) != NULL) {
-		errno = 0;
-		u = strtoull(v, &end, 10);
-		if (errno != 0 || end == v || *end != '\0' || u > 1000000)
-			return pu_cause(host, ret_cause, -EINVAL, "reference_cache_entries = %s: expected "
-			    "a number from 0 to 1000000", v);
-		cfg.cache_entries = (size_t)u;
-	}
-	if ((v = host->config_get(self, "reference_recheck")) != NULL) {
-		errno = 0;
-		u = strtoull(v, &end, 10);
-		if (errno != 0 || end == v || *end != '\0' || u > 1000000)
-			return pu_cause(host, ret_cause, -EINVAL, "reference_recheck = %s: expected "
-			    "a number from 0 (never) to 1000000", v);
-		cfg.recheck = (unsigned)u;
-	}
+	u = PW_DEFAULT_CACHE;
+	if (pw_config_count("reference_cache_entries", &u, ret_cause) < 0)
+		return -EINVAL;
+	cfg.cache_entries = (size_t)u;
+	u = PW_DEFAULT_RECHECK;
+	if (pw_config_count("reference_recheck", &u, ret_cause) < 0)
+		return -EINVAL;
+	cfg.recheck = (unsigned)u;
 	if ((v = host->config_get(self, "max_source_bytes")) != NULL) {
 		errno = 0;
 		u = strtoull(v, &end, 10);

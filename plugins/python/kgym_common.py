@@ -769,6 +769,12 @@ class _CudaArray:
                                          "version": 2, "strides": None}
 
 
+def device_bytes(ptr, nbytes):
+    """A raw device range as a uint8 tensor (a view: no copy, no ownership)."""
+    import torch
+    return torch.as_tensor(_CudaArray(ptr, nbytes), device="cuda")
+
+
 def tensors_of_area(desc, base, mm=None):
     """The tensors an area description names, as views of the mapped area:
     `base` a device pointer (cuda) or the mmap (memfd)."""
@@ -785,8 +791,7 @@ def tensors_of_area(desc, base, mm=None):
         if numel == 0:
             out.append(torch.empty(shape, dtype=dt, device="cuda" if desc["kind"] == "cuda" else "cpu"))
         elif desc["kind"] == "cuda":
-            raw = torch.as_tensor(_CudaArray(base + off, nbytes), device="cuda")
-            out.append(raw.view(dt).view(shape))
+            out.append(device_bytes(base + off, nbytes).view(dt).view(shape))
         else:
             out.append(torch.frombuffer(mm, dtype=dt, count=numel, offset=off).view(shape))
     return out

@@ -364,22 +364,19 @@ class Executor:
             self.pool_ctx.__exit__(None, None, None)
         self.pool_ctx = self.arena = None
 
-    def forward(self, args):
-        """The model's forward (allocating from the arena, where there is
-        one: its pool is active for the whole job)."""
-        return self.model(*args)
-
     def forward_into(self, args, j=0, skip_launches=False):
         if skip_launches:
             from triton.runtime.jit import JITFunction
             run = JITFunction.run
             JITFunction.run = lambda self, *a, **kw: None
             try:
-                out = self.forward(args)
+                out = self.model(*args)
             finally:
                 JITFunction.run = run
         else:
-            out = self.forward(args)
+            # Allocating from the arena, where there is one (its pool is
+            # active for the whole job).
+            out = self.model(*args)
         try:
             res = flatten_outputs(out)
         except TypeError as e:
@@ -415,13 +412,10 @@ class Executor:
         forward's."""
         per = len(self.outputs) // self.slots
         if self.scratch is None:
-            self.scratch_at = None
-            if self.arena is not None:
-                self.scratch = [self.torch.zeros_like(o) for o in self.outputs[:per]]
-                at = [self.arena.offset(t) for t in self.scratch]
-                self.scratch_at = at if None not in at else None
-            else:
-                self.scratch = [self.torch.zeros_like(o) for o in self.outputs[:per]]
+            # In the arena where there is one (its pool is active).
+            self.scratch = [self.torch.zeros_like(o) for o in self.outputs[:per]]
+            at = [self.arena.offset(t) for t in self.scratch] if self.arena is not None else [None]
+            self.scratch_at = at if None not in at else None
             self.tiny = self.torch.zeros(1, device=self.device)
         words = self.ctl.words
         # A kernel of its own: a real forward switches the GPU's compute

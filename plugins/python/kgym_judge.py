@@ -49,8 +49,9 @@ import time
 import torch
 
 from kgym_common import (MIN_CORRECT_TRIALS, MIN_TIMING_TRIALS, SETUP_MS, CTL_BYTES, CTL_DONE, CTL_GO, CTL_OUTS,
-                         CTL_STATUS, OUT_IN_SLOT, ControlBlock, CudaDriver, _CudaArray, area_layout, child_setup, clip, dtype_name, format_exc,
-                         internal_error, load_module, out_of_memory, recv_msg, seal_memfd, send_msg, tensors_of_area)
+                         CTL_STATUS, OUT_IN_SLOT, ControlBlock, CudaDriver, area_layout, child_setup, clip,
+                         device_bytes, dtype_name, format_exc, internal_error, load_module, out_of_memory, recv_msg,
+                         seal_memfd, send_msg, tensors_of_area)
 from kgym_judge_compare import Verdict, compare_outputs, median, same_tensor
 from kgym_judge_timing import TimingPhase
 
@@ -329,7 +330,7 @@ class Judge(TimingPhase):
             return
         ptr, fd, size = self.cuda.create(size)
         self.area_fds.append(fd)
-        peer.arena, peer.arena_fd = torch.as_tensor(_CudaArray(ptr, size), device="cuda"), fd
+        peer.arena, peer.arena_fd = device_bytes(ptr, size), fd
         if peer.role == "reference":
             self.meta["output_arena"] = "on"
 

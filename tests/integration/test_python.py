@@ -595,6 +595,21 @@ class cpu_burners:
             p.wait()
 
 
+def test_reference_recheck_config():
+    """A bad reference_recheck: the kernelbench workflow is refused (kgymd
+    keeps serving what it can), and the refusal names the key and what it
+    expects (op plugins)."""
+    B = PyDaemon(kernelbench_conf={"reference_recheck": "often"})
+    try:
+        B.start()
+        refused = B.request({"op": "plugins"}).get("refused") or []
+        why = [r.get("reason", "") for r in refused if r.get("path", "").endswith("kernelbench.so")]
+        k.check(why and "reference_recheck = often: expected a number from 0 to 1000000" in why[0], refused)
+        B.stop()
+    finally:
+        B.cleanup()
+
+
 def test_reference_timing_recheck():
     """reference_recheck = 1: every would-be hit is measured again (1 in n
     at random otherwise; 0 never), and says so."""
@@ -749,7 +764,8 @@ def main():
                  test_sandbox_socket_killed, test_sandbox_task_store_unreadable, test_identity_fails_signed_trial,
                  test_runtime_error_and_crash, test_hang_times_out, test_task_deadline_owns_the_phases,
                  test_reward_hacks,
-                 test_reference_timing_cache, test_reference_timing_recheck, test_no_host_paths_in_errors, test_zygote_serves_many_jobs, test_jobs_of_one_reference_in_a_row,
+                 test_reference_timing_cache, test_reference_timing_recheck, test_reference_recheck_config,
+                 test_no_host_paths_in_errors, test_zygote_serves_many_jobs, test_jobs_of_one_reference_in_a_row,
                  test_remove_tree_tolerates_the_wipe,
                  test_validation_at_submit,
                  test_gpu_backends_need_a_gpu,
