@@ -111,25 +111,38 @@ def clip(text, limit=MAX_MESSAGE_CHARS):
     return text[: limit // 2] + "\n[... %d characters cut ...]\n" % (len(text) - limit) + text[-limit // 2:]
 
 
-# An absolute path: a slash not inside a word or a number, then names.
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[\w.+@-]+/)*[\w.+@-]+")
+# An absolute path: a slash not inside a word or a number, then names; one
+# of two names or more after a digit (a repr()'d /proc/self/cmdline has
+# "\\x00" before each argument; "1/2" stays); or one under a top-level
+# directory of a host's, whatever precedes it.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[\w.+@-]+/)*[\w.+@-]+|"
+                            r"(?<=\d)/(?:[\w.+@-]+/)+[\w.+@-]+|"
+                            r"(?<![A-Za-z_.:/])/(?:usr|opt|tmp|home|root|etc|var|lib\w*|proc|srv|run|sys|dev|work|"
+                            r"mnt|media|snap|nix|boot|s?bin)(?:/[\w.+@-]+)+")
 
 
-def scrub_host_paths(value, job_dir=None):
-    """What reaches a client names no place of the host (kgymd-protocol(7):
-    nothing of the host in error text): in every string of `value` the
-    job's own directory becomes "." and any other absolute path -- the
-    harness's, torch's, Python's, in a traceback or an exception's text --
-    keeps only its last name ("…/functional.py": enough to read a
-    traceback by)."""
+def scrub_for_client(value, job_dir=None):
+    """What reaches a client names no place of the host and can be carried
+    (kgymd-protocol(7): nothing of the host in error text).  In every
+    string of `value`: the job's own directory becomes "." and any other
+    absolute path -- the harness's, torch's, Python's, in a traceback or an
+    exception's text -- keeps only its last name ("\u2026/functional.py":
+    enough to read a traceback by); a NUL or a lone surrogate, which the
+    result's way to the worker (JSON read by jansson) cannot carry, becomes
+    U+FFFD -- else a candidate's exception text could turn its own failure
+    into kgymd's SYSTEM_ERROR.  This keeps kgymd's own paths out of error
+    text; it is no defence against a candidate that reads what its sandbox
+    lets it read and encodes it (ARCHITECTURE.md, "What it does not
+    guarantee yet")."""
     if isinstance(value, str):
         if job_dir:
             value = value.replace(job_dir.rstrip("/") + "/", "").replace(job_dir.rstrip("/"), ".")
-        return _ABSOLUTE_PATH.sub(lambda m: "\u2026/" + m.group(0).rsplit("/", 1)[1], value)
+        value = _ABSOLUTE_PATH.sub(lambda m: "\u2026/" + m.group(0).rsplit("/", 1)[1], value)
+        return value.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
     if isinstance(value, dict):
-        return {k: scrub_host_paths(v, job_dir) for k, v in value.items()}
+        return {scrub_for_client(k, job_dir): scrub_for_client(v, job_dir) for k, v in value.items()}
     if isinstance(value, list):
-        return [scrub_host_paths(v, job_dir) for v in value]
+        return [scrub_for_client(v, job_dir) for v in value]
     return value
 
 

@@ -470,7 +470,7 @@ class Executor:
             error = {"kind": "violation", "message": "the sandbox refused: %s" % e}
         except MemoryError as e:
             error = {"kind": "resource", "message": "out of memory: %s" % e}
-        except Exception as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001 - GeneratorExit, SystemExit: still the model's exception
             oom = out_of_memory(e)
             error = {"kind": "resource" if oom else "runtime_error",
                      "message": format_exc("%s raised an exception on its inputs:" % (

@@ -52,6 +52,12 @@ FORBIDDEN_MODULES = {
     "cloudpickle": "unpickling (running code the checks cannot see)",
     "joblib": "unpickling (running code the checks cannot see)",
     "string": "format strings that walk attributes",
+    # A black-box red-team run (2026-11-29) reached ctypes as numpy's
+    # re-export and threads through logging's queue listener.  (mmap, which
+    # reaches the shared buffers, stays allowed: the judge's defences
+    # behind it are what tests/exploits exercise.)
+    "numpy.ctypeslib": "raw memory and C calls",
+    "logging.handlers": "hidden work on other threads", "logging.config": "hidden work on other threads",
 }
 # Names that reach the interpreter's machinery or patch dispatch.
 FORBIDDEN_NAMES = {
@@ -97,6 +103,7 @@ FORBIDDEN_DOTTED = {
     "torch.serialization.load": "unpickling (running code the checks cannot see)",
     "numpy.load": "unpickling (running code the checks cannot see)",
     "torch.jit.fork": "hidden work on other threads", "torch.jit._fork": "hidden work on other threads",
+    "faulthandler.dump_traceback_later": "hidden work on other threads",
 }
 TENSOR_CLASSES = {"torch.Tensor", "torch._C._TensorBase", "torch._C.TensorBase", "torch.nn.Parameter",
                   "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer"}
@@ -185,7 +192,10 @@ class StaticChecker(ast.NodeVisitor):
             if a.name == "*":
                 self.bad(node, "'from %s import *'" % mod, "names must be visible to the checks")
                 continue
-            why = self.module_forbidden(full) or FORBIDDEN_DOTTED.get(full) or FORBIDDEN_NAMES.get(a.name)
+            # A forbidden module re-exported by another ("from numpy.ctypeslib
+            # import ctypes") is that module.
+            why = (self.module_forbidden(full) or FORBIDDEN_DOTTED.get(full) or FORBIDDEN_NAMES.get(a.name)
+                   or MODULE_ATTRIBUTES.get(a.name))
             if why:
                 self.bad(node, "import of '%s'" % full, why)
             self.aliases[a.asname or a.name] = full
@@ -206,7 +216,10 @@ class StaticChecker(ast.NodeVisitor):
             if d in FORBIDDEN_DOTTED:
                 self.bad(node, "'%s'" % d, FORBIDDEN_DOTTED[d])
             else:
-                why = self.module_forbidden(d) if "." in d and d.split(".")[0] in ("torch",) else None
+                # Submodules reached as attributes of a package imported whole
+                # (torch.multiprocessing, numpy.ctypeslib, logging.handlers).
+                why = (self.module_forbidden(d) if "." in d and d.split(".")[0] in ("torch", "numpy", "logging")
+                       else None)
                 if why and isinstance(node.ctx, ast.Load):
                     self.bad(node, "'%s'" % d, why)
         self.generic_visit(node)

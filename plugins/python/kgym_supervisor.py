@@ -36,7 +36,7 @@ import time
 import traceback
 
 from kgym_common import (MIN_CORRECT_TRIALS, PR_SET_CHILD_SUBREAPER, PROTOCOL, SandboxError,
-                         clip, control_memfd, internal_error, recv_msg, scrub_host_paths, send_msg)
+                         clip, control_memfd, internal_error, recv_msg, scrub_for_client, send_msg)
 from kgym_pch import job_metadata as pch_metadata
 from kgym_procs import Child, ServerChild, fork_frozen, reap_descendants, remove_tree, tail_of
 from kgym_profile import judge_profile, min_custom_share
@@ -543,7 +543,7 @@ class Job:
         self.meta["sandbox"] = {"seccomp": self.landlock is not None, "landlock_abi": self.landlock,
                                 "candidate_profile": "compilers" if self.req.get("backend") in ("triton", "cuda")
                                 else "python"}
-        return scrub_host_paths(r, self.job_dir)
+        return scrub_for_client(r, self.job_dir)
 
     def cleanup(self):
         """After the answer is sent (the GPU lock goes with it): wait for the

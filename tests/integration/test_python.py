@@ -560,12 +560,17 @@ def test_reference_timing_cache():
 
 def test_no_host_paths_in_errors():
     """Error text names no place of the host: an exception quoting torch's
-    own file, and an executor that prints it and exits (its output's tail
-    is quoted), keep only the file's last name."""
+    own file, an executor that prints it and crashes (its output's tail
+    is quoted), and its own command line repr()'d keep only the file's
+    last name."""
     where = "torch.__file__"
     cases = {
         "hostpath-raise": relu_candidate("raise RuntimeError('torch lives at ' + %s)" % where),
-        "hostpath-exit": relu_candidate("print('torch lives at', %s, flush=True); raise SystemExit(3)" % where),
+        "hostpath-exit": relu_candidate("print('torch lives at', %s, flush=True); faulthandler._sigsegv()" % where,
+                                        "import faulthandler\n"),
+        # Its own command line, repr()'d: "\\x00" before each path.
+        "hostpath-cmdline": relu_candidate("raise RuntimeError('torch lives at \u2026/__init__.py; ' + "
+                                           "repr(open('/proc/self/cmdline').read()))"),
     }
     res = run_tasks(D, [task(tid, RELU_REF, code) for tid, code in cases.items()])
     host = re.compile(r"(?<![\w.:/])/(usr|opt|tmp|home|root|etc|var|lib|proc|srv|run)\b")

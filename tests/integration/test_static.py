@@ -29,6 +29,17 @@ REFUSED = [
     ("t = '{0' + '.x}'\ns = t.format(1)\n", 2, "format strings"),
     ("s = '{a}'.format_map({})\n", 1, "format strings"),
     ("import string\n", 1, "format strings"),
+    # The 2026-11-29 red-team run's roads: ctypes re-exported by numpy,
+    # a thread from logging's queue listener or faulthandler's watchdog.
+    ("from numpy.ctypeslib import ctypes as C\n", 1, "raw memory"),
+    ("from numpy import ctypeslib\n", 1, "raw memory"),
+    ("import logging.handlers\n", 1, "other threads"),
+    ("from logging.handlers import QueueListener\n", 1, "other threads"),
+    ("import logging.config\n", 1, "other threads"),
+    ("import faulthandler\nfaulthandler.dump_traceback_later(1)\n", 2, "other threads"),
+    ("from torch import os\n", 1, "operating-system"),
+    ("import logging\nlogging.handlers.QueueListener(1).start()\n", 2, "other threads"),
+    ("import numpy\nx = numpy.ctypeslib\n", 2, "raw memory"),
 ]
 ALLOWED = [
     "s = '{} {:>8} {name}'.format(1, 2, name=3)\n",
@@ -37,6 +48,8 @@ ALLOWED = [
     "import torch\nx = torch.zeros(3)\n",
     # Files are the sandbox's (Landlock), not the static checks'.
     "x = open('data.bin', 'rb')\n",
+    "import logging\nlogging.getLogger(__name__).info('x')\n",
+    "import numpy as np\nx = np.zeros(3)\n",
 ]
 
 
