@@ -48,7 +48,7 @@ import time
 
 import torch
 
-from kgym_common import (MIN_CORRECT_TRIALS, MIN_TIMING_TRIALS, SETUP_MS, CTL_BYTES, CTL_DONE, CTL_GO, CTL_OUTS,
+from kgym_common import (MIN_CORRECT_TRIALS, SETUP_MS, CTL_BYTES, CTL_DONE, CTL_GO, CTL_OUTS,
                          CTL_STATUS, OUT_IN_SLOT, ControlBlock, CudaDriver, area_layout, child_setup, clip,
                          device_bytes, dtype_name, format_exc, internal_error, load_module, out_of_memory, recv_msg,
                          seal_memfd, send_msg, tensors_of_area)
@@ -105,6 +105,7 @@ class Peer:
         self.outputs = None        # the judge's views of this executor's output area
         self.arena = None          # the judge's view of this executor's arena (bytes), GPU
         self.arena_fd = None       # its exported descriptor, for give_buffers
+        self.arena_views = {}      # (output index, offset) -> the judge's view there
         self.k = 0                 # the last call number given
         # Set when the candidate's executor says "loading", just before it
         # runs kernel_code: from then on nothing it says is kgymd's word.
@@ -221,6 +222,7 @@ class Judge(TimingPhase):
             raise ExecutorGone("reference", "releasing the job's buffers")
         self.inputs = self.ref.outputs = self.cand.outputs = None
         self.ref.arena = self.cand.arena = self.ref.arena_fd = self.cand.arena_fd = None
+        self.ref.arena_views, self.cand.arena_views = {}, {}
         self.landing = None
         self.keep_maps = []
         for fd in self.area_fds:
@@ -312,6 +314,7 @@ class Judge(TimingPhase):
         A quarter of what the device has free at most; none (the old copy)
         when that is too little, or when limits.output_arena is false."""
         peer.arena = peer.arena_fd = None
+        peer.arena_views = {}
         if not self.gpu or self.limits.get("output_arena") is False:
             return
         if peer.role == "candidate" and self.ref.arena is None:
@@ -568,12 +571,21 @@ class Judge(TimingPhase):
         at = peer.ctl.words[CTL_OUTS + idx]
         if peer.arena is None or at == OUT_IN_SLOT:
             return slot
+        # Inside the clock: the view of an offset seen before is kept (the
+        # caching allocator gives a job's calls the same blocks), so that
+        # making views -- microseconds of Python each -- is not paid per
+        # call.  Keyed by the offset too: a view is only ever of a checked one.
+        view = peer.arena_views.get((idx, at))
+        if view is not None:
+            return view
         n = slot.numel() * slot.element_size()
         if at % slot.element_size() != 0 or at + n > peer.arena.numel():
             detail = "%s: the executor said an output lies at byte %d of its arena, outside it" % (what, at)
             raise Verdict("REWARD_HACK", detail, {"kind": "forged_result", "detail": detail},
                           completed=peer.role == "candidate")
-        return peer.arena[at:at + n].view(slot.dtype).view(slot.shape)
+        view = peer.arena[at:at + n].view(slot.dtype).view(slot.shape)
+        peer.arena_views[(idx, at)] = view
+        return view
 
     def wait_done(self, peer, k, what):
         """Spin on DONE; every few thousand turns, the deadline and the

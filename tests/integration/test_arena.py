@@ -127,6 +127,58 @@ def test_outputs_freed_without_the_collector():
     k.check(p.returncode == 0 and p.stdout.strip() == "freed", "outputs kept alive: %r %r" % (p.stdout, p.stderr[-500:]))
 
 
+# The judge's side of the arena, with a CPU tensor for the arena: where
+# the executor says an output lies is the candidate's word, so an offset
+# outside the arena or not aligned to the dtype is a forgery (REWARD_HACK
+# forged_result), never a read; a good one gives a view of exactly those
+# bytes, kept for the next call at the same offset.
+OFFSETS_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import kgym_judge
+from kgym_common import CTL_OUTS, OUT_IN_SLOT
+from kgym_judge_compare import Verdict
+
+
+class Ctl:
+    words = [0] * (CTL_OUTS + 2)
+
+
+peer = kgym_judge.Peer("candidate", None, None)
+peer.ctl = Ctl()
+peer.arena = torch.arange(256, dtype=torch.int32).to(torch.uint8).repeat(4)   # 1024 bytes
+slot = torch.zeros(4, dtype=torch.float32)                                      # 16 bytes
+judge = kgym_judge.Judge.__new__(kgym_judge.Judge)
+peer.ctl.words[CTL_OUTS + 1] = OUT_IN_SLOT
+assert judge.output_source(peer, 1, slot, "call 1") is slot
+peer.ctl.words[CTL_OUTS] = 64
+v = judge.output_source(peer, 0, slot, "call 1")
+assert v.dtype == torch.float32 and tuple(v.shape) == (4,), v
+assert v.view(torch.uint8).tolist() == list(range(64, 80)), v.view(torch.uint8)
+assert judge.output_source(peer, 0, slot, "call 2") is v
+for bad in (1024 - 8, 1010, 2, 1 << 63, OUT_IN_SLOT - 1):
+    peer.ctl.words[CTL_OUTS] = bad
+    try:
+        judge.output_source(peer, 0, slot, "call 3")
+    except Verdict as e:
+        assert e.code == "REWARD_HACK" and e.hack["kind"] == "forged_result", (bad, e.code, e.hack)
+    else:
+        raise AssertionError("offset %d was read" % bad)
+print("checked")
+"""
+
+
+def test_judge_checks_offsets():
+    py = os.environ.get("KGYM_PYTHON", "/usr/bin/python3")
+    p = subprocess.run([py, "-c", OFFSETS_PROBE, os.path.join(k.srcdir(), "plugins", "python")],
+                       capture_output=True, text=True, timeout=120)
+    if "No module named 'torch'" in p.stderr:
+        raise k.Skip("%s cannot import torch" % py)
+    k.check(p.returncode == 0 and p.stdout.strip() == "checked", "%r %r" % (p.stdout, p.stderr[-1500:]))
+
+
 if __name__ == "__main__":
     k.run([test_allocations_fit_and_never_overlap, test_full_arena_never_hands_out_its_memory_twice,
-           test_earlier_arena_pointers_ignored, test_too_small, test_outputs_freed_without_the_collector])
+           test_earlier_arena_pointers_ignored, test_too_small, test_outputs_freed_without_the_collector,
+           test_judge_checks_offsets])

@@ -169,6 +169,10 @@ MUTANTS = [
       "        except BaseException as e:  # noqa: BLE001 - GeneratorExit, SystemExit: still the model's exception\n",
       "        except Exception as e:  # noqa: BLE001\n",
       ["tests/exploits/run_python.py --device cpu --only base_exception_forward"]),
+    M("py_arena_offsets_trusted", "an executor's word on where its outputs lie is checked, never just read", JUDGE,
+      "        if at % slot.element_size() != 0 or at + n > peer.arena.numel():\n",
+      "        if at % slot.element_size() != 0:\n",
+      ["tests/integration/test_arena.py:test_judge_checks_offsets"]),
     M("py_seed_to_candidate", "seeds never sent to the candidate", SUPERVISOR,
       "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile,",
       "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile, "
