@@ -311,8 +311,10 @@ class Judge(TimingPhase):
         """On a GPU, device memory of the judge's for an executor's forward
         to allocate from (kgym_executor.OutputArena): its outputs then lie
         where the judge reads them, and no executor copy needs subtracting.
-        A quarter of what the device has free at most; none (the old copy)
-        when that is too little, or when limits.output_arena is false."""
+        A quarter of what the device has free, or what a round's outputs
+        need at least (twice over); RESOURCE_ERROR when the device has not
+        that much free; none (the old copy) only when limits.output_arena
+        is false (a diagnostic: bench/judge_clock.py --arena off)."""
         peer.arena = peer.arena_fd = None
         peer.arena_views = {}
         if not self.gpu or self.limits.get("output_arena") is False:
@@ -323,14 +325,18 @@ class Judge(TimingPhase):
             self.meta["output_arena"] = "off: more outputs a round than the control page holds"
             return
         want = max(ARENA_MIN_BYTES, 4 * out_bytes + 2 * in_bytes)
+        need = 2 * out_bytes + (64 << 20)
         try:
             free = torch.cuda.mem_get_info()[0]
         except RuntimeError:
             free = 0
-        size = min(want, free // 4)
-        if size < 2 * out_bytes + (64 << 20):
-            self.meta["output_arena"] = "off: the device has too little free memory"
-            return
+        size = min(want, max(need, free // 4))
+        if size + (256 << 20) > free:
+            # Fail closed: without an arena the executor's copy is back on
+            # the clock and in the subtraction -- the copy a candidate can
+            # skip -- and how full the device is may be another job's doing.
+            raise Verdict("RESOURCE_ERROR", "the GPU has %d MiB free, too little for the judge's output arena "
+                          "for the %s (%d MiB at least)" % (free >> 20, peer.role, need >> 20), completed=False)
         ptr, fd, size = self.cuda.create(size)
         self.area_fds.append(fd)
         peer.arena, peer.arena_fd = device_bytes(ptr, size), fd
