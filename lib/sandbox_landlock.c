@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -345,6 +346,39 @@ sandbox_landlock_need(char **ret_cause)
 	return abi;
 }
 
+/*
+ * /proc without the other processes (sandbox_policy.private_proc): a rule
+ * for every entry of /proc whose name is not a number -- "self" among them,
+ * which resolves to this process's own directory when the rule is made --
+ * so what the kernel and the GPU driver publish stays readable.
+ */
+static int
+sandbox_landlock_proc(int ruleset, uint64_t handled, char **ret_cause)
+{
+	char path[sizeof("/proc/") + NAME_MAX];
+	struct dirent *de;
+	DIR *dir;
+	int fd, rc = 0;
+
+	if ((dir = opendir("/proc")) == NULL) {
+		rc = -errno;
+		sandbox_cause(ret_cause, "sandbox: /proc: %s", strerror(-rc));
+		return rc;
+	}
+	while (rc == 0 && (de = readdir(dir)) != NULL) {
+		if (de->d_name[0] == '.' || strspn(de->d_name, "0123456789") == strlen(de->d_name))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s", de->d_name);
+		/* An entry that cannot be opened (gone, or not ours) gets no rule. */
+		if ((fd = open(path, O_PATH | O_CLOEXEC)) == -1)
+			continue;
+		close(fd);
+		rc = sandbox_landlock_path(ruleset, path, SB_FS_READ, handled, false, ret_cause);
+	}
+	closedir(dir);
+	return rc;
+}
+
 int
 sandbox_landlock(const struct sandbox_policy *p, char **ret_cause)
 {
@@ -383,10 +417,15 @@ sandbox_landlock(const struct sandbox_policy *p, char **ret_cause)
 
 	rc = sandbox_landlock_path(ruleset, p->work_dir, SB_FS_RW,
 	    attr.handled_access_fs, true, ret_cause);
-	for (i = 0; rc == 0 && i < nitems(sandbox_system_paths); i++)
+	for (i = 0; rc == 0 && i < nitems(sandbox_system_paths); i++) {
+		if (p->private_proc && strcmp(sandbox_system_paths[i].path, "/proc") == 0)
+			continue;
 		rc = sandbox_landlock_path(ruleset, sandbox_system_paths[i].path,
 		    sandbox_system_paths[i].access, attr.handled_access_fs,
 		    false, ret_cause);
+	}
+	if (rc == 0 && p->private_proc)
+		rc = sandbox_landlock_proc(ruleset, attr.handled_access_fs, ret_cause);
 	for (i = 0; rc == 0 && p->gpu && i < nitems(sandbox_gpu_paths); i++)
 		rc = sandbox_landlock_path(ruleset, sandbox_gpu_paths[i].path,
 		    sandbox_gpu_paths[i].access, attr.handled_access_fs,

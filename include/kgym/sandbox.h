@@ -78,6 +78,14 @@ struct sandbox_policy {
 	 */
 	bool allow_exec_compilers;
 	const char *const *exec_paths;	   /* absolute files or directories, NULL-terminated */
+	/*
+	 * /proc as this process sees itself: its own /proc/PID (and through
+	 * it /proc/self, /proc/thread-self) and every entry of /proc that is
+	 * not a process's (cpuinfo, meminfo, sys, driver, ...), but no other
+	 * process's directory -- their command lines name kgymd's files, their
+	 * environments its directories.  Off: all of /proc, readable.
+	 */
+	bool private_proc;
 };
 
 struct sandbox_report {

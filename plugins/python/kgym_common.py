@@ -157,14 +157,17 @@ class SandboxError(Exception):
 
 
 SANDBOX_EXEC = 0x1             # KGYM_PY_SANDBOX_EXEC of sandbox_python.c: the compiler profile
+SANDBOX_PRIVATE_PROC = 0x2     # KGYM_PY_SANDBOX_PRIVATE_PROC: /proc without the other processes
 
 
-def enter_sandbox(lib_path, work_dir, gpu, limits, ro_paths, exec_paths=None):
+def enter_sandbox(lib_path, work_dir, gpu, limits, ro_paths, exec_paths=None, private_proc=False):
     """rlimits, Landlock and seccomp for this process, through
     libkgym_sandbox.so (the sandbox library, lib/sandbox.c).  With exec_paths (the
     candidate of a triton or cuda job only), the compiler profile: those
     programs, and nothing else, may be executed, under the same filter and
-    Landlock domain.  Returns the Landlock ABI in force (0: none); raises
+    Landlock domain.  private_proc: /proc without the other processes'
+    directories (their command lines and environments name the host's
+    files).  Returns the Landlock ABI in force (0: none); raises
     SandboxError when it cannot (fail closed)."""
     if not lib_path or not os.path.exists(lib_path):
         raise SandboxError("the sandbox library %s does not exist" % lib_path)
@@ -189,7 +192,8 @@ def enter_sandbox(lib_path, work_dir, gpu, limits, ro_paths, exec_paths=None):
     rc = fn(work_dir.encode(), 1 if gpu else 0, arr, int(limits.get("memory_bytes", 16 << 30)),
             int(limits.get("max_files", 256)), int(limits.get("max_processes", 1024)),
             int(limits.get("max_file_bytes", 64 << 20)), int(limits.get("cpu_seconds", 0)),
-            SANDBOX_EXEC if exec_paths else 0, ctypes.byref(abi), err, len(err), exe)
+            (SANDBOX_EXEC if exec_paths else 0) | (SANDBOX_PRIVATE_PROC if private_proc else 0),
+            ctypes.byref(abi), err, len(err), exe)
     if rc != 0:
         raise SandboxError(err.value.decode(errors="replace") or "sandbox: error %d" % rc)
     return abi.value
@@ -537,7 +541,12 @@ def child_setup(role, job, limits, keep_fds, job_dir, lib, profile=None):
         # so that no candidate changes what the next one compiles with.
         ro_paths.append(os.path.realpath(pch["root"]))
     t0 = time.monotonic()
-    abi = enter_sandbox(lib, d, gpu, limits, ro_paths, exec_paths)
+    # /proc without the other processes: on a CPU for now.  On a GPU the
+    # driver's and torch's reads of /proc under it have not been run yet,
+    # and a compiler the profile starts is a process of its own, whose
+    # /proc/PID the rule does not cover (limits.private_proc overrides).
+    private_proc = limits.get("private_proc", not gpu) is True and not exec_paths
+    abi = enter_sandbox(lib, d, gpu, limits, ro_paths, exec_paths, private_proc)
     SETUP_MS["sandbox"] = (time.monotonic() - t0) * 1e3
     return abi
 

@@ -54,6 +54,7 @@
 
 /* Flags of kgym_sandbox_enter_python(). */
 #define KGYM_PY_SANDBOX_EXEC	0x1u	/* the compiler profile: exec_paths may run */
+#define KGYM_PY_SANDBOX_PRIVATE_PROC 0x2u /* /proc without other processes (sandbox.h) */
 
 int	kgym_sandbox_enter_python(const char *work_dir, int gpu, const char *const *ro_paths,
 	    int64_t memory_bytes, int max_files, int max_processes, int64_t max_file_bytes,
@@ -106,7 +107,7 @@ kgym_sandbox_enter_python(const char *work_dir, int gpu, const char *const *ro_p
 			    sandbox_version(), KGYM_SANDBOX_VERSION);
 		return -EINVAL;
 	}
-	if ((flags & ~KGYM_PY_SANDBOX_EXEC) != 0) {
+	if ((flags & ~(KGYM_PY_SANDBOX_EXEC | KGYM_PY_SANDBOX_PRIVATE_PROC)) != 0) {
 		if (errbuf != NULL)
 			snprintf(errbuf, errlen, "sandbox: unknown flags 0x%x", flags);
 		return -EINVAL;
@@ -123,6 +124,7 @@ kgym_sandbox_enter_python(const char *work_dir, int gpu, const char *const *ro_p
 	/* Only with the flag: a stray list alone is refused by the policy check. */
 	policy.allow_exec_compilers = (flags & KGYM_PY_SANDBOX_EXEC) != 0;
 	policy.exec_paths = exec_paths;
+	policy.private_proc = (flags & KGYM_PY_SANDBOX_PRIVATE_PROC) != 0;
 	sandbox_set_log(sandbox_python_log, NULL);
 	rc = sandbox_enter(&policy, &report, &cause);
 	if (rc < 0) {
