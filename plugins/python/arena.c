@@ -38,7 +38,6 @@
 /* The interface, C for ctypes and torch (no header: nothing else links it). */
 int kgym_arena_set(uint64_t base, uint64_t size) ARENA_EXPORT;
 uint64_t kgym_arena_spilled(void) ARENA_EXPORT;
-void kgym_arena_stats(uint64_t out[4]) ARENA_EXPORT;
 void *kgym_arena_alloc(ssize_t size, int device, void *stream) ARENA_EXPORT;
 void kgym_arena_free(void *ptr, ssize_t size, int device, void *stream) ARENA_EXPORT;
 
@@ -51,7 +50,7 @@ static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t arena_base, arena_size;
 static struct range arena_free[ARENA_RANGES];
 static size_t arena_nfree;
-static uint64_t arena_spilled, arena_allocs, arena_frees;
+static uint64_t arena_spilled;
 /*
  * What this job's arena handed out, and what came from the driver: only
  * those go back, each where it came from.  A pointer of an earlier job's
@@ -106,22 +105,6 @@ kgym_arena_set(uint64_t base, uint64_t size)
 	live_count = 0;
 	pthread_mutex_unlock(&arena_lock);
 	return 0;
-}
-
-/* For diagnosis: calls of alloc and free, spills, free bytes left. */
-void
-kgym_arena_stats(uint64_t out[4])
-{
-	size_t i;
-
-	pthread_mutex_lock(&arena_lock);
-	out[0] = arena_allocs;
-	out[1] = arena_frees;
-	out[2] = arena_spilled;
-	out[3] = 0;
-	for (i = 0; i < arena_nfree; i++)
-		out[3] += arena_free[i].size;
-	pthread_mutex_unlock(&arena_lock);
 }
 
 /* Allocations that did not fit and came from the driver. */
@@ -201,7 +184,6 @@ kgym_arena_alloc(ssize_t size, int device, void *stream)
 	(void)device;
 	(void)stream;
 	pthread_mutex_lock(&arena_lock);
-	arena_allocs++;
 	p = arena_size != 0 && live_count < ARENA_RANGES ? arena_take(rounded(size)) : 0;
 	if (p != 0) {
 		live[live_count].start = p;
@@ -227,7 +209,6 @@ kgym_arena_free(void *ptr, ssize_t size, int device, void *stream)
 	(void)device;
 	(void)stream;
 	pthread_mutex_lock(&arena_lock);
-	arena_frees++;
 	for (i = 0; i < live_count && (live[i].start != p || live[i].size != rounded(size)); i++)
 		;
 	if (i < live_count) {

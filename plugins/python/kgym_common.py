@@ -564,6 +564,9 @@ def dtype_of(name):
     return dt if isinstance(dt, torch.dtype) else None
 
 
+MAX_OUTPUT_ITEMS = 4096
+
+
 def flatten_outputs(out, what="output"):
     """A model's return value as a flat list of tensors (Python numbers
     become 0-d tensors).  Anything else -- a list-like object, None -- is a
@@ -577,8 +580,13 @@ def flatten_outputs(out, what="output"):
     import torch
     flat = []
     todo = [(out, "")]
+    seen = 0
     while todo:
         x, path = todo.pop()
+        seen += 1
+        if seen > MAX_OUTPUT_ITEMS:
+            # A list that holds itself would never end.
+            raise TypeError("%s holds more than %d items and lists" % (what, MAX_OUTPUT_ITEMS))
         if isinstance(x, torch.Tensor):
             flat.append(x)
         elif type(x) in (tuple, list):
