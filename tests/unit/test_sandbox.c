@@ -738,6 +738,63 @@ test_landlock_outside(void **state)
 	assert_exited(run_simple(child_outside), 0);
 }
 
+/*
+ * private_proc: this process's own /proc and the host-wide entries stay
+ * readable; another process's directory (here the test runner's, the
+ * child's parent, which certainly exists) does not open.  Without the
+ * flag the parent's command line is readable (the control).
+ */
+static char parent_cmdline[64];
+
+static int
+child_private_proc(void)
+{
+	char buf[64];
+	int fd;
+
+	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0)
+		return 1;
+	close(fd);
+	fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 2;
+	close(fd);
+	fd = open(parent_cmdline, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 || errno != EACCES)
+		return 3;
+	return 0;
+}
+
+static int
+child_shared_proc(void)
+{
+	int fd = open(parent_cmdline, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 1;
+	close(fd);
+	return 0;
+}
+
+static void
+test_landlock_private_proc(void **state)
+{
+	struct sandbox_policy p = cpu_policy();
+	struct child c = { .stage = STAGE_LANDLOCK, .fn = child_private_proc, .policy = &p };
+
+	if (landlock_abi <= 0) {
+		print_message("[     SKIP ] no Landlock in this kernel\n");
+		skip();
+	}
+	snprintf(parent_cmdline, sizeof(parent_cmdline), "/proc/%d/cmdline", (int)getpid());
+	p.private_proc = true;
+	assert_exited(run_child(&c, NULL), 0);
+	p.private_proc = false;
+	c.fn = child_shared_proc;
+	assert_exited(run_child(&c, NULL), 0);
+}
+
 static int listen_port;
 
 static int
@@ -1248,6 +1305,7 @@ main(void)
 		cmocka_unit_test(test_extra_syscalls),
 		cmocka_unit_test(test_gpu_policy),
 		cmocka_unit_test(test_landlock_outside),
+		cmocka_unit_test(test_landlock_private_proc),
 		cmocka_unit_test(test_landlock_tcp),
 		cmocka_unit_test(test_landlock_signal_scope),
 		cmocka_unit_test(test_landlock_thread),
