@@ -351,6 +351,12 @@ sandbox_landlock_need(char **ret_cause)
  * for every entry of /proc whose name is not a number -- "self" among them,
  * which resolves to this process's own directory when the rule is made --
  * so what the kernel and the GPU driver publish stays readable.
+ *
+ * A rule holds an inode, and procfs makes a new inode whenever it looks a
+ * dentry up again after the dentry was dropped (memory pressure): the rule
+ * would then silently stop matching in the middle of a job.  So each
+ * entry's O_PATH descriptor stays open for the process's life, pinning its
+ * dentry (a few dozen descriptors; close-on-exec).
  */
 static int
 sandbox_landlock_proc(int ruleset, uint64_t handled, char **ret_cause)
@@ -372,8 +378,9 @@ sandbox_landlock_proc(int ruleset, uint64_t handled, char **ret_cause)
 		/* An entry that cannot be opened (gone, or not ours) gets no rule. */
 		if ((fd = open(path, O_PATH | O_CLOEXEC)) == -1)
 			continue;
-		close(fd);
 		rc = sandbox_landlock_path(ruleset, path, SB_FS_READ, handled, false, ret_cause);
+		if (rc < 0)
+			close(fd);	/* else kept: the pin */
 	}
 	closedir(dir);
 	return rc;

@@ -111,14 +111,15 @@ def clip(text, limit=MAX_MESSAGE_CHARS):
     return text[: limit // 2] + "\n[... %d characters cut ...]\n" % (len(text) - limit) + text[-limit // 2:]
 
 
-# An absolute path: a slash not inside a word or a number, then names; one
-# of two names or more after a digit (a repr()'d /proc/self/cmdline has
-# "\\x00" before each argument; "1/2" stays); or one under a top-level
-# directory of a host's, whatever precedes it.
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[\w.+@-]+/)*[\w.+@-]+|"
+# An absolute path: a slash not inside a word or a number (a colon may
+# precede it: PATH=/a:/b), then names; one of two names or more after a
+# digit (a repr()'d /proc/self/cmdline has "\\x00" before each argument;
+# "1/2" stays); or one under a top-level directory of a host's after a
+# compiler's -I or -L, or whatever else is not a letter.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w./)\]])/(?:[\w.+@-]+/)*[\w.+@-]+|"
                             r"(?<=\d)/(?:[\w.+@-]+/)+[\w.+@-]+|"
-                            r"(?<![A-Za-z_.:/])/(?:usr|opt|tmp|home|root|etc|var|lib\w*|proc|srv|run|sys|dev|work|"
-                            r"mnt|media|snap|nix|boot|s?bin)(?:/[\w.+@-]+)+")
+                            r"(?:(?<=-[IL])|(?<![A-Za-z_./]))/(?:usr|opt|tmp|home|root|etc|var|lib\w*|proc|srv|run|"
+                            r"sys|dev|work|mnt|media|snap|nix|boot|s?bin)(?:/[\w.+@-]+)+")
 
 
 def scrub_for_client(value, job_dir=None):

@@ -64,6 +64,8 @@ class OutputArena:
         p = t.data_ptr()
         if n == 0 or not t.is_contiguous() or not (self.base <= p and p + n <= self.base + self.size):
             return None
+        if t.is_conj() or t.is_neg():
+            return None         # a lazy conjugate or negation: its bytes are not its values
         return p - self.base
 
 
@@ -279,9 +281,9 @@ class Executor:
     def release(self):
         """(A kept reference executor, between jobs) let go of the job's
         model and buffers, then say so: nothing of the job is left."""
-        self.leave_arena()
-        self.model = self.inputs = self.outputs = self.scratch = None
+        self.model = self.inputs = self.outputs = self.scratch = self.tiny = self.scratch_at = None
         self.keep, self.held = [], []
+        self.leave_arena()
         if self.device == "cuda":
             self.torch.cuda.synchronize()
             self.cuda.release_all()
@@ -309,8 +311,12 @@ class Executor:
             self.fail("error", "the %s process could not map the judge's buffers: %s" % (self.role, e),
                       "SYSTEM_ERROR")
         status = None
+        # Every tensor of the last arena goes before it does: a block of a
+        # pool whose memory is gone, freed after a new arena took the same
+        # addresses, would free a live block of the new one.
+        self.held, self.scratch, self.tiny, self.scratch_at = [], None, None, None
         self.leave_arena()
-        self.held, self.scratch = [], None
+        self.out_counts = {"in_arena": 0, "copied": 0}
         if arena_fd is not None:
             # Without it (no library, a torch without MemPool) the outputs
             # are copied into the output area as before; the judge then
@@ -414,8 +420,7 @@ class Executor:
         if self.scratch is None:
             # In the arena where there is one (its pool is active).
             self.scratch = [self.torch.zeros_like(o) for o in self.outputs[:per]]
-            at = [self.arena.offset(t) for t in self.scratch] if self.arena is not None else [None]
-            self.scratch_at = at if None not in at else None
+            self.scratch_at = [self.arena.offset(t) if self.arena is not None else None for t in self.scratch]
             self.tiny = self.torch.zeros(1, device=self.device)
         words = self.ctl.words
         # A kernel of its own: a real forward switches the GPU's compute
@@ -424,7 +429,7 @@ class Executor:
         for j in range(calls):
             self.tiny.add_(1)
             for i, (o, s) in enumerate(zip(self.outputs[j * per:(j + 1) * per], self.scratch)):
-                if self.scratch_at is not None:
+                if self.scratch_at[i] is not None:
                     words[CTL_OUTS + j * per + i] = self.scratch_at[i]
                 else:
                     o.copy_(s)
@@ -435,12 +440,15 @@ class Executor:
         # A round: one call's arguments per call (kgym_judge_timing.py).
         calls = [self.arguments(a) for a in (msg.get("calls") or [msg.get("args")])]
         ctl = self.ctl
+        # The last round's outputs: the judge has copied them (it arms the
+        # next round after).  Let go of here, off the clock, as the
+        # calibration's empty calls never hold any.
+        self.held = []
         self.send({"type": "armed", "k": k})
         if not ctl.wait(CTL_GO, k, time.monotonic() + 3600):
             os._exit(0)
         error = None
         ev = None
-        self.held = []             # the last round's outputs: the judge has copied them
         # No collection while the call runs (Python's collector pausing
         # this process between two launches idles the GPU on the clock);
         # it runs, if due, once DONE is written.

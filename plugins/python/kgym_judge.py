@@ -52,7 +52,7 @@ from kgym_common import (MIN_CORRECT_TRIALS, SETUP_MS, CTL_BYTES, CTL_DONE, CTL_
                          CTL_STATUS, OUT_IN_SLOT, ControlBlock, CudaDriver, area_layout, child_setup, clip,
                          device_bytes, dtype_name, format_exc, internal_error, load_module, out_of_memory, recv_msg,
                          seal_memfd, send_msg, tensors_of_area)
-from kgym_judge_compare import Verdict, compare_outputs, median, same_tensor
+from kgym_judge_compare import OutputsReused, Verdict, compare_outputs, median, same_tensor
 from kgym_judge_timing import TimingPhase
 
 PROFILE_CALLS = 3
@@ -340,6 +340,7 @@ class Judge(TimingPhase):
         ptr, fd, size = self.cuda.create(size)
         self.area_fds.append(fd)
         peer.arena, peer.arena_fd = device_bytes(ptr, size), fd
+        peer.arena.zero_()      # whatever the memory held before (another job's) is gone
         if peer.role == "reference":
             self.meta["output_arena"] = "on"
 
@@ -508,7 +509,7 @@ class Judge(TimingPhase):
         ms, got = self.round(peer, [inputs], mode, what)
         return ms, got[0]
 
-    def round(self, peer, calls, mode="call", what=None):
+    def round(self, peer, calls, mode="call", what=None, outputs_matter=True):
         """A round of calls of an executor, on inputs already made (one set
         per call): arm, prepare (inputs in place, outputs poisoned, L2
         flushed, device synced), GO, DONE, the judge's copy of the outputs.
@@ -553,7 +554,12 @@ class Judge(TimingPhase):
                 raise Verdict("TIMEOUT_ERROR", "%s: %s did not finish within the %s phase's deadline" % (
                     what, "ModelNew" if peer.role == "candidate" else "the reference", self.phase_name),
                     completed=peer.role == "candidate")
-            for idx, (dst, o) in enumerate(zip(self.landing[:len(calls) * n_out], peer.outputs)):
+            failed = ctl.words[CTL_STATUS] != 0
+            if not failed and outputs_matter and mode == "call" and len(calls) > 1 and peer.arena is not None:
+                self.outputs_apart(peer, len(calls), n_out)
+            # A failed call's words may be a former job's: never read then.
+            for idx, (dst, o) in enumerate(zip(self.landing[:len(calls) * n_out] if not failed else [],
+                                               peer.outputs)):
                 dst.copy_(self.output_source(peer, idx, o, what))
             if self.gpu:
                 torch.cuda.synchronize()
@@ -568,6 +574,18 @@ class Judge(TimingPhase):
             msg = peer.recv(what, time.monotonic() + 10)
             self.call_failed(peer, msg, what)
         return ms, got
+
+    def outputs_apart(self, peer, k, n_out):
+        """OutputsReused when two outputs of a round overlap in the arena."""
+        spans = []
+        for idx in range(k * n_out):
+            at = peer.ctl.words[CTL_OUTS + idx]
+            if at != OUT_IN_SLOT:
+                o = peer.outputs[idx]
+                spans.append((at, at + o.numel() * o.element_size()))
+        spans.sort()
+        if any(b[0] < a[1] for a, b in zip(spans, spans[1:])):
+            raise OutputsReused(peer.role)
 
     def output_source(self, peer, idx, slot, what):
         """Where output idx of a round is, by its executor's word (the

@@ -22,6 +22,15 @@ class Verdict(Exception):
         self.code, self.message, self.hack, self.completed = code, message, hack, completed
 
 
+class OutputsReused(Exception):
+    """A round of k calls whose outputs share memory in the executor's
+    arena (a buffer the model keeps and returns every call, a CUDA graph's
+    static output): by the time the judge copies them after DONE, every
+    call shows the last one's values.  Not a verdict: the timing goes on
+    with one call per round, where the judge copies each call's outputs
+    before the next call runs."""
+
+
 # Per-dtype default tolerances (kgymd-protocol(7), RESULTS): (atol, rtol).
 TOLERANCES = {
     "float64": (1e-8, 1e-8), "complex128": (1e-8, 1e-8),

@@ -131,7 +131,8 @@ def test_outputs_freed_without_the_collector():
 # the executor says an output lies is the candidate's word, so an offset
 # outside the arena or not aligned to the dtype is a forgery (REWARD_HACK
 # forged_result), never a read; a good one gives a view of exactly those
-# bytes, kept for the next call at the same offset.
+# bytes, kept for the next call at the same offset; and a round's outputs
+# that overlap are seen (OutputsReused: the timing goes on a call a round).
 OFFSETS_PROBE = """
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -142,7 +143,7 @@ from kgym_judge_compare import Verdict
 
 
 class Ctl:
-    words = [0] * (CTL_OUTS + 2)
+    words = [0] * (CTL_OUTS + 4)
 
 
 peer = kgym_judge.Peer("candidate", None, None)
@@ -165,6 +166,18 @@ for bad in (1024 - 8, 1010, 2, 1 << 63, OUT_IN_SLOT - 1):
         assert e.code == "REWARD_HACK" and e.hack["kind"] == "forged_result", (bad, e.code, e.hack)
     else:
         raise AssertionError("offset %d was read" % bad)
+# A round's outputs in the arena must lie apart: a buffer the model keeps
+# and returns every call would show the last call's values for all.
+from kgym_judge_compare import OutputsReused
+peer.outputs = [slot, slot, slot, slot]               # 2 calls x 2 outputs, 16 bytes each
+for words, reused in (([0, 16, 32, 48], False), ([0, OUT_IN_SLOT, 0, OUT_IN_SLOT], True),
+                      ([0, 16, 8, 64], True), ([OUT_IN_SLOT] * 4, False)):
+    peer.ctl.words[CTL_OUTS:CTL_OUTS + 4] = words
+    try:
+        judge.outputs_apart(peer, 2, 2)
+        assert not reused, words
+    except OutputsReused:
+        assert reused, words
 print("checked")
 """
 
