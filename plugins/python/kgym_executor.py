@@ -332,8 +332,8 @@ class Executor:
                 # entering and leaving torch's pool costs tens of
                 # microseconds, on the clock, that an executor skipped by
                 # the candidate's own DONE would not pay.
-                self.pool_ctx = self.arena.use()
-                self.pool_ctx.__enter__()
+                self.resume_arena()
+                self.pause_arena_for_graph_capture()
                 status = "on"
             except Exception as e:  # noqa: BLE001 - reported; the job goes on without it
                 self.arena, status = None, "off: %s" % str(e)[:200]
@@ -366,9 +366,43 @@ class Executor:
                                                      for o in outs]})
 
     def leave_arena(self):
+        self.pause_arena()
+        self.arena = None
+
+    def pause_arena(self):
         if self.pool_ctx is not None:
             self.pool_ctx.__exit__(None, None, None)
-        self.pool_ctx = self.arena = None
+        self.pool_ctx = None
+
+    def resume_arena(self):
+        if self.arena is not None and self.pool_ctx is None:
+            self.pool_ctx = self.arena.use()
+            self.pool_ctx.__enter__()
+
+    def pause_arena_for_graph_capture(self):
+        """A CUDA graph's capture takes its memory from a private pool of
+        its own, which torch picks only when no other pool of this thread's
+        is active: the arena's pool is left for the capture and taken up
+        again after, else the graph's blocks, freed into the arena's pool
+        after capture, would be handed out again while its replays still
+        write there.  (A graph's static outputs then lie outside the arena
+        and are copied, at the candidate's cost.)"""
+        graph = getattr(self.torch.cuda, "CUDAGraph", None)
+        if graph is None or getattr(graph, "_kgym_arena_paused", False):
+            return
+        begin, end, ex = graph.capture_begin, graph.capture_end, self
+
+        def capture_begin(g, *a, **kw):
+            ex.pause_arena()
+            return begin(g, *a, **kw)
+
+        def capture_end(g, *a, **kw):
+            try:
+                return end(g, *a, **kw)
+            finally:
+                ex.resume_arena()
+        graph.capture_begin, graph.capture_end = capture_begin, capture_end
+        graph._kgym_arena_paused = True
 
     def forward_into(self, args, j=0, skip_launches=False):
         if skip_launches:
