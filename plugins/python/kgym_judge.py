@@ -513,7 +513,9 @@ class Judge(TimingPhase):
         """A round of calls of an executor, on inputs already made (one set
         per call): arm, prepare (inputs in place, outputs poisoned, L2
         flushed, device synced), GO, DONE, the judge's copy of the outputs.
-        Returns (ms of the whole round, [outputs of each call])."""
+        Returns (ms of the whole round, [outputs of each call]).  Where the
+        outputs matter (not the reference's timing samples), a round whose
+        outputs overlap in the arena raises OutputsReused."""
         peer.k += 1
         k = peer.k
         what = what or "call %d" % k

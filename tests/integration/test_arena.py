@@ -118,13 +118,19 @@ print("freed" if w() is None else "kept")
 """
 
 
-def test_outputs_freed_without_the_collector():
+def run_probe(source, expect):
+    """A probe's source run by the harness's interpreter (torch), with the
+    harness's modules importable; fails unless it prints `expect`."""
     py = os.environ.get("KGYM_PYTHON", "/usr/bin/python3")
-    p = subprocess.run([py, "-c", FREED_PROBE, os.path.join(k.srcdir(), "plugins", "python")],
+    p = subprocess.run([py, "-c", source, os.path.join(k.srcdir(), "plugins", "python")],
                        capture_output=True, text=True, timeout=120)
     if "No module named 'torch'" in p.stderr:
         raise k.Skip("%s cannot import torch" % py)
-    k.check(p.returncode == 0 and p.stdout.strip() == "freed", "outputs kept alive: %r %r" % (p.stdout, p.stderr[-500:]))
+    k.check(p.returncode == 0 and p.stdout.strip() == expect, "%r %r" % (p.stdout, p.stderr[-1500:]))
+
+
+def test_outputs_freed_without_the_collector():
+    run_probe(FREED_PROBE, "freed")
 
 
 # The judge's side of the arena, with a CPU tensor for the arena: where
@@ -183,12 +189,7 @@ print("checked")
 
 
 def test_judge_checks_offsets():
-    py = os.environ.get("KGYM_PYTHON", "/usr/bin/python3")
-    p = subprocess.run([py, "-c", OFFSETS_PROBE, os.path.join(k.srcdir(), "plugins", "python")],
-                       capture_output=True, text=True, timeout=120)
-    if "No module named 'torch'" in p.stderr:
-        raise k.Skip("%s cannot import torch" % py)
-    k.check(p.returncode == 0 and p.stdout.strip() == "checked", "%r %r" % (p.stdout, p.stderr[-1500:]))
+    run_probe(OFFSETS_PROBE, "checked")
 
 
 if __name__ == "__main__":
