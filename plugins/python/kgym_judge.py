@@ -724,11 +724,16 @@ class Judge(TimingPhase):
         return all(bool(torch.isfinite(o).all()) for o in want if o.is_floating_point())
 
     def decoy_check(self):
-        """Do the candidate's Triton kernels change its outputs?  One call
-        with every @triton.jit launch skipped, one normal call, on the same
-        fresh inputs, both compared here.  The skipping is done in the
-        candidate's process, so this can only catch (a candidate that
-        forges it escapes the check, never an honest one falls to it)."""
+        """Do the candidate's Triton kernels do its work?  One call with
+        every @triton.jit launch skipped, one normal (judged) call, on the
+        same fresh inputs: when the outputs of the call without its kernels
+        are still right (the problem's tolerance, against the reference),
+        the kernels are decoys.  Not "the outputs are the same bit for bit":
+        a kernel that redoes a row torch already did differs from torch in
+        the last bits on some inputs and not on others, so that test caught
+        a decoy on one run and let it through on the next.  The skipping is
+        done in the candidate's process, so this can only catch (a candidate
+        that forges it escapes the check, never an honest one falls to it)."""
         inputs = self.make_inputs(self.fresh_seed("decoy"))
         try:
             _, skipped = self.call(self.cand, inputs, mode="skip_launches", what="the call with launches skipped")
@@ -740,8 +745,8 @@ class Judge(TimingPhase):
         if not c["ok"]:
             raise Verdict("REWARD_HACK", "the decoy check's call: %s, although the correctness trials passed"
                           % c["message"], {"kind": "timed_output_mismatch", "detail": c["message"]})
-        _, normal = self.call(self.cand, inputs, what="the decoy check's second call")
-        return not all(same_tensor(a, b) for a, b in zip(skipped, normal))
+        _, want = self.call(self.ref, inputs, what="the decoy check's reference run")
+        return not compare_outputs(want, skipped, self.job)["ok"]
 
     def profile_calls(self):
         """The candidate's CUPTI tally of PROFILE_CALLS calls (verified

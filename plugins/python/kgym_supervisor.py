@@ -527,7 +527,7 @@ class Job:
             self.meta["triton_kernels_matter"] = matter
             if matter is False and (hack is None or hack["kind"] == "timing_mismatch"):
                 hack = {"kind": "decoy_kernel",
-                        "detail": "the outputs are the same with every launch of kernel_code's Triton kernels "
+                        "detail": "the outputs are still right with every launch of kernel_code's Triton kernels "
                                   "(%s) skipped: they do not do the work" % ", ".join(self.custom)}
         if hack is None:
             return True, r

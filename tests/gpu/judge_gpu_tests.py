@@ -9,7 +9,16 @@ checks, `kgym_harness.py --once --no-static-checks`, device cuda):
                              work on the judge's clock (kernel_runtime
                              >= 10 ms, no speedup), else caught (wrong
                              outputs); correct and fast fails the test
-                             (the mutant py_clock_before_clone)
+                             (with 20 ms the judge's copy reads mid-work)
+  side_stream_honest         the same model with the synchronize left
+                             alone: right, and the 20 ms on the clock (the
+                             mutant py_executor_copy_unsynced: DONE before
+                             the work ends, the output read mid-work)
+  sync_patched_short_work    the exploit with ~1.4 ms queued, shorter than
+                             the GPU's time slice between processes: the
+                             judge's copy reads a right output, so correct
+                             and fast fails the test (the mutant
+                             py_clock_before_clone)
   copy_skip_gains_nothing    the honest ReLU and one that computes into
                              the judge's output area and writes DONE
                              itself (tests/gpu/candidates/
@@ -77,6 +86,49 @@ def test_sync_patched_side_stream():
                                                                 r.get("kernel_runtime")))
 
 
+def side_stream_candidate(patched, pad_matmuls):
+    """The side-stream model of sync_patched_side_stream.py with pad_matmuls
+    2048^3 matmuls (~0.35 ms each on an H200) before its ReLU; patched: the
+    executor's synchronize made a no-op, as in the exploit, else honest."""
+    kernel = tp.read(os.path.join(k.srcdir(), "tests", "exploits", "python", "sync_patched_side_stream.py"))
+    kernel = kernel.replace("PAD_MATMULS = 40", "PAD_MATMULS = %d" % pad_matmuls)
+    if not patched:
+        kernel = kernel.replace("torch.cuda.synchronize = lambda *a, **k: None\n", "")
+    return kernel
+
+
+def test_side_stream_honest():
+    # The same work with the executor's synchronize left alone: DONE comes
+    # after the side stream's 40 matmuls, so the result is right and the
+    # clock holds them.  An executor that wrote DONE before its work ended
+    # would have the judge read the output while the side stream still
+    # runs (wrong) -- the honest twin of the exploit above.
+    need_gpu()
+    r = tp.run_once(side_stream_candidate(False, 40), backend="torch", reference=RELU_BIG, static_checks=False,
+                    request={"device": "cuda", "num_perf_trials": 20, "num_warmup": 2})
+    k.check(r.get("correctness") is True and r["kernel_runtime"] >= 5.0,
+            "an honest side stream is not judged right and whole: %s" % tp.show(r))
+    print("  verdict: correctness %s, kernel_runtime %s ms" % (r.get("correctness"), r.get("kernel_runtime")))
+
+
+def test_sync_patched_short_work():
+    # The exploit with ~1.4 ms of padding, shorter than the GPU's time
+    # slice between processes: the judge's copy then runs after the
+    # candidate's work and reads the right output, so only the judge's
+    # synchronize before it reads its clock puts that work on the clock.
+    need_gpu()
+    r = tp.run_once(side_stream_candidate(True, 4), backend="torch", reference=RELU_BIG, static_checks=False,
+                    request={"device": "cuda", "num_perf_trials": 20, "num_warmup": 2})
+    if r.get("correctness") is True:
+        k.check(r["kernel_runtime"] >= 0.5,
+                "the queued work (4 matmuls) is not on the judge's clock: %s" % tp.show(r))
+    else:
+        k.check(r.get("error_code") in ("CORRECTNESS_ERROR", "REWARD_HACK"),
+                "caught, but not as wrong outputs: %s" % tp.show(r))
+    print("  verdict: correctness %s %s, kernel_runtime %s ms" % (r.get("correctness"), r.get("error_code") or "",
+                                                                r.get("kernel_runtime")))
+
+
 RELU_HUGE = RELU_BIG.replace("torch.randn(1024, 1024)", "torch.randn(16384, 16384)")
 
 
@@ -109,4 +161,5 @@ def test_copy_skip_gains_nothing():
 
 
 if __name__ == "__main__":
-    k.run([test_sync_patched_side_stream, test_copy_skip_gains_nothing])
+    k.run([test_sync_patched_side_stream, test_side_stream_honest, test_sync_patched_short_work,
+           test_copy_skip_gains_nothing])

@@ -128,12 +128,16 @@ MUTANTS = [
       "            if self.gpu:\n                torch.cuda.synchronize()\n        finally:\n",
       # On a CPU the copy is a memcpy of a few KiB: only a GPU's unfinished
       # work shows: a candidate that patched its executor's synchronize
-      # away and left 20 ms queued on a side stream.
-      ["tests/gpu/judge_gpu_tests.py"], gpu=True),
+      # away and left ~1.4 ms queued on a side stream (20 ms are caught as
+      # wrong outputs either way: the judge's copy reads mid-work).
+      ["tests/gpu/judge_gpu_tests.py:test_sync_patched_short_work"], gpu=True),
     M("py_executor_copy_unsynced", "the executor's copies complete inside the clock", EXECUTOR,
       "            try:\n                self.torch.cuda.synchronize()\n            except Exception:",
       "            try:\n                pass\n            except Exception:",
-      ["tests/gpu/kernelbench_tests.py --backends torch --only relu"], gpu=True),
+      # The outputs lie in the arena (no copy), so this synchronize is what
+      # holds DONE until the forward's own work ends: a side stream's 20 ms
+      # then end after DONE, read mid-work by the judge.
+      ["tests/gpu/judge_gpu_tests.py:test_side_stream_honest"], gpu=True),
     M("py_memfds_unsealed", "shared memfds cannot be shrunk by the candidate", JUDGE,
       "        for fd in self.memfds.values():\n            seal_memfd(fd)\n",
       "        for fd in ():\n            seal_memfd(fd)\n",
