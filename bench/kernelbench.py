@@ -279,9 +279,9 @@ def wait_workers(d, timeout=300):
 
 def daemon(args, wlabel):
     # The plugin's documented defaults where tests/integration's daemon
-    # sets its own (max_output_bytes 256M there, 4G in kgymd.conf(5)).
+    # sets its own (max_output_bytes 256M there, auto in kgymd.conf(5)).
     conf = {"interpreter": args.python, "compile_timeout": "300", "correctness_timeout": "300",
-            "timing_timeout": "300", "max_output_bytes": "4G"}
+            "timing_timeout": "300", "max_output_bytes": "auto"}
     for kv in args.python_conf:
         key, _, val = kv.partition("=")
         conf[key.strip()] = val.strip()

@@ -52,7 +52,7 @@ from kgym_common import (MIN_CORRECT_TRIALS, SETUP_MS, CTL_BYTES, CTL_DONE, CTL_
                          CTL_STATUS, OUT_IN_SLOT, ControlBlock, CudaDriver, area_layout, child_setup, clip,
                          device_bytes, dtype_name, format_exc, internal_error, load_module, out_of_memory, recv_msg,
                          seal_memfd, send_msg, tensors_of_area)
-from kgym_judge_compare import OutputsReused, Verdict, compare_outputs, median, same_tensor
+from kgym_judge_compare import OutputsReused, Verdict, compare_outputs, median, nearly_same, same_tensor
 from kgym_judge_timing import TimingPhase
 
 PROFILE_CALLS = 3
@@ -408,7 +408,7 @@ class Judge(TimingPhase):
         # Each executor's outputs live in an area of the judge's (and the
         # timing phase keeps up to STASH_BYTES more): the worker's limit.
         out_bytes = area_layout(out_specs)[1]
-        limit = int(self.limits.get("max_output_bytes", 4 << 30))
+        limit = self.output_limit()
         if out_bytes > limit:
             raise Verdict("RESOURCE_ERROR", "the reference's outputs take %d bytes a call, over the %d bytes of "
                           "[plugin.python] max_output_bytes" % (out_bytes, limit), completed=False)
@@ -435,6 +435,18 @@ class Judge(TimingPhase):
         # candidate holds any of them (kgym_common.seal_memfd).
         for fd in self.memfds.values():
             seal_memfd(fd)
+
+    def output_limit(self):
+        """[plugin.python] max_output_bytes, or where it is auto (0): 4G on
+        a CPU, a sixth of the device's memory on a GPU (one call's outputs
+        are held about six times over: both executors' areas and arenas,
+        the judge's copy, the expected outputs)."""
+        limit = int(self.limits.get("max_output_bytes") or 0)
+        if limit > 0:
+            return limit
+        if self.gpu:
+            return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory // 6
+        return 4 << 30
 
     def slot(self, views, j, per):
         """The views of call j of a round (areas hold `slots` calls' tensors
@@ -725,15 +737,19 @@ class Judge(TimingPhase):
 
     def decoy_check(self):
         """Do the candidate's Triton kernels do its work?  One call with
-        every @triton.jit launch skipped, one normal (judged) call, on the
-        same fresh inputs: when the outputs of the call without its kernels
-        are still right (the problem's tolerance, against the reference),
-        the kernels are decoys.  Not "the outputs are the same bit for bit":
-        a kernel that redoes a row torch already did differs from torch in
-        the last bits on some inputs and not on others, so that test caught
-        a decoy on one run and let it through on the next.  The skipping is
-        done in the candidate's process, so this can only catch (a candidate
-        that forges it escapes the check, never an honest one falls to it)."""
+        every @triton.jit launch skipped and two normal calls (the first
+        judged), on the same fresh inputs: when the outputs without the
+        kernels are nearly the same as with them (kgym_judge_compare.
+        nearly_same: a relative 1e-3 of the output's own scale), the kernels
+        are decoys.  Neither "the same bit for bit" (a kernel that redoes a
+        row torch already did differs from torch in the last bits on some
+        inputs and not on others: a decoy let through on one run, caught
+        on the next) nor "still right at the problem's tolerance" (a
+        softmax over a long row is a few 1e-5 everywhere, so an unwritten
+        output is within atol 1e-2 of it: an honest kernel flagged).  The
+        skipping is done in the candidate's process, so this can only
+        catch (a candidate that forges it escapes the check, never an
+        honest one falls to it)."""
         inputs = self.make_inputs(self.fresh_seed("decoy"))
         try:
             _, skipped = self.call(self.cand, inputs, mode="skip_launches", what="the call with launches skipped")
@@ -745,8 +761,8 @@ class Judge(TimingPhase):
         if not c["ok"]:
             raise Verdict("REWARD_HACK", "the decoy check's call: %s, although the correctness trials passed"
                           % c["message"], {"kind": "timed_output_mismatch", "detail": c["message"]})
-        _, want = self.call(self.ref, inputs, what="the decoy check's reference run")
-        return not compare_outputs(want, skipped, self.job)["ok"]
+        _, normal = self.call(self.cand, inputs, what="the decoy check's second call")
+        return not all(nearly_same(a, b) for a, b in zip(skipped, normal))
 
     def profile_calls(self):
         """The candidate's CUPTI tally of PROFILE_CALLS calls (verified

@@ -124,6 +124,24 @@ def same_tensor(a, b):
     return bool((a == b).all())
 
 
+def nearly_same(a, b, rtol=1e-3):
+    """The decoy check's test: b within rtol of a, elementwise, relative
+    to each element and to the largest magnitude of a (exact for integer
+    and boolean outputs; NaN matches NaN).  Independent of the problem's
+    tolerance, which can be coarse beside the outputs' own scale."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not (a.is_floating_point() or a.is_complex()):
+        return bool((a == b).all())
+    a64, b64 = a.to(torch.complex128 if a.is_complex() else torch.float64), \
+        b.to(torch.complex128 if b.is_complex() else torch.float64)
+    finite = torch.isfinite(a64)
+    scale = float(a64[finite].abs().max()) if bool(finite.any()) else 0.0
+    near = (a64 - b64).abs() <= rtol * (a64.abs() + scale)
+    same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
+    return bool((near | same).all())
+
+
 def stats(samples_ms):
     """kgymd-protocol(7)'s timing block: median and a 95% interval of the median
     from order statistics (none below 6 samples)."""

@@ -49,7 +49,8 @@
  *                       (default 16G: torch alone maps ~0.7 GB)
  *   max_files (256), max_processes (1024), max_file_size (64M)
  *   max_output_bytes    the most one call's outputs may take: the judge's
- *                       output area per executor (4G)
+ *                       output area per executor (auto: 4G on a CPU, a
+ *                       sixth of the device's memory on a GPU)
  *   round_bytes         on a GPU, what the timing's rounds may hold: a
  *                       round of k calls needs k calls' inputs and three
  *                       copies of their outputs at once (8G)
@@ -407,6 +408,26 @@ py_cfg_size(const char *key, uint64_t def, uint64_t lo, uint64_t hi, uint64_t *r
 	return 0;
 }
 
+/*
+ * max_output_bytes: a size, or "auto" (the default), passed on as 0: the
+ * judge then allows 4G on a CPU and a sixth of the device's memory on a
+ * GPU -- one call's outputs are held about six times over there (the two
+ * executors' areas and arenas, the judge's copy, the expected outputs), and
+ * level-1 problems of KernelBench return 6 GiB.
+ */
+static int
+py_cfg_output_bytes(uint64_t *ret, char **ret_cause)
+{
+	const char *v = host->config_get(self, "max_output_bytes");
+
+	if (v == NULL || strcmp(v, "auto") == 0) {
+		*ret = 0;
+		return 0;
+	}
+	return py_cfg_size("max_output_bytes", 0, UINT64_C(1) << 20, UINT64_C(1) << 40, ret,
+	    ret_cause);
+}
+
 static int
 py_read_config(char **ret_cause)
 {
@@ -439,8 +460,7 @@ py_read_config(char **ret_cause)
 	    UINT64_C(1) << 44, &cfg.memory, ret_cause)) < 0 ||
 	    (r = py_cfg_size("max_file_size", UINT64_C(64) << 20, UINT64_C(1) << 20,
 	    UINT64_C(1) << 40, &cfg.max_file_size, ret_cause)) < 0 ||
-	    (r = py_cfg_size("max_output_bytes", UINT64_C(4) << 30, UINT64_C(1) << 20,
-	    UINT64_C(1) << 40, &cfg.max_output_bytes, ret_cause)) < 0 ||
+	    (r = py_cfg_output_bytes(&cfg.max_output_bytes, ret_cause)) < 0 ||
 	    (r = py_cfg_size("round_bytes", UINT64_C(8) << 30, 0,
 	    UINT64_C(1) << 40, &cfg.round_bytes, ret_cause)) < 0)
 		return r;

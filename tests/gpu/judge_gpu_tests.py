@@ -14,7 +14,7 @@ checks, `kgym_harness.py --once --no-static-checks`, device cuda):
                              alone: right, and the 20 ms on the clock (the
                              mutant py_executor_copy_unsynced: DONE before
                              the work ends, the output read mid-work)
-  sync_patched_short_work    the exploit with ~1.4 ms queued, shorter than
+  sync_patched_short_work    the exploit with ~0.35 ms queued, shorter than
                              the GPU's time slice between processes: the
                              judge's copy reads a right output, so correct
                              and fast fails the test (the mutant
@@ -112,21 +112,23 @@ def test_side_stream_honest():
 
 
 def test_sync_patched_short_work():
-    # The exploit with ~1.4 ms of padding, shorter than the GPU's time
-    # slice between processes: the judge's copy then runs after the
-    # candidate's work and reads the right output, so only the judge's
-    # synchronize before it reads its clock puts that work on the clock.
+    # The exploit with one matmul of padding (~0.35 ms), short beside the
+    # GPU's time slice between processes: the judge's copy then mostly
+    # runs after the candidate's work and reads the right output, so only
+    # the judge's synchronize before it reads its clock puts that work on
+    # the clock.  (With four, ~1.4 ms, the copy read mid-work on the H200:
+    # caught either way, so the test could not tell the mutant apart.)
     need_gpu()
-    r = tp.run_once(side_stream_candidate(True, 4), backend="torch", reference=RELU_BIG, static_checks=False,
+    r = tp.run_once(side_stream_candidate(True, 1), backend="torch", reference=RELU_BIG, static_checks=False,
                     request={"device": "cuda", "num_perf_trials": 20, "num_warmup": 2})
     if r.get("correctness") is True:
-        k.check(r["kernel_runtime"] >= 0.5,
-                "the queued work (4 matmuls) is not on the judge's clock: %s" % tp.show(r))
+        k.check(r["kernel_runtime"] >= 0.15,
+                "the queued work (a matmul) is not on the judge's clock: %s" % tp.show(r))
     else:
         k.check(r.get("error_code") in ("CORRECTNESS_ERROR", "REWARD_HACK"),
                 "caught, but not as wrong outputs: %s" % tp.show(r))
-    print("  verdict: correctness %s %s, kernel_runtime %s ms" % (r.get("correctness"), r.get("error_code") or "",
-                                                                r.get("kernel_runtime")))
+    print("  verdict: correctness %s %s, kernel_runtime %s ms, %s" % (
+        r.get("correctness"), r.get("error_code") or "", r.get("kernel_runtime"), r.get("error_message") or ""))
 
 
 RELU_HUGE = RELU_BIG.replace("torch.randn(1024, 1024)", "torch.randn(16384, 16384)")

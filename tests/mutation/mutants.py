@@ -128,7 +128,7 @@ MUTANTS = [
       "            if self.gpu:\n                torch.cuda.synchronize()\n        finally:\n",
       # On a CPU the copy is a memcpy of a few KiB: only a GPU's unfinished
       # work shows: a candidate that patched its executor's synchronize
-      # away and left ~1.4 ms queued on a side stream (20 ms are caught as
+      # away and left ~0.35 ms queued on a side stream (20 ms are caught as
       # wrong outputs either way: the judge's copy reads mid-work).
       ["tests/gpu/judge_gpu_tests.py:test_sync_patched_short_work"], gpu=True),
     M("py_executor_copy_unsynced", "the executor's copies complete inside the clock", EXECUTOR,
