@@ -15,6 +15,7 @@ judge's code lives in kgym_judge.py, which no executor imports.
 
 import base64
 import ctypes
+import errno
 import fcntl
 import faulthandler
 import io
@@ -436,9 +437,10 @@ def internal_error(what):
 def out_of_memory(e):
     """Is this exception a failed allocation?  (torch's CUDA one is
     OutOfMemoryError; its CPU allocator raises RuntimeError "can't allocate
-    memory"; Python's own is MemoryError.)"""
+    memory"; Python's own is MemoryError; mmap's is OSError ENOMEM.)"""
     text = str(e)
     return isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or \
+        (isinstance(e, OSError) and e.errno == errno.ENOMEM) or \
         "can't allocate memory" in text or "CUDA out of memory" in text
 
 

@@ -38,8 +38,10 @@ What the judge owns (ARCHITECTURE.md, "The judge"):
     the reference executor, the only trusted one), subtracted from both.
 """
 
+import errno
 import gc
 import hashlib
+import math
 import os
 import random
 import select
@@ -282,7 +284,15 @@ class Judge(TimingPhase):
         else:
             import mmap
             fd = self.memfds[name]
-            os.ftruncate(fd, size)
+            try:
+                os.ftruncate(fd, size)
+            except OSError as e:
+                if e.errno != errno.EFBIG:
+                    raise
+                # RLIMIT_FSIZE bounds a memfd as it bounds a file.
+                raise Verdict("RESOURCE_ERROR", "the problem's %s take %.1f MiB, over [plugin.python] "
+                              "max_file_size, which bounds the judge's shared areas on a CPU"
+                              % (name.replace("-", " "), size / (1 << 20)), completed=False) from None
             mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             self.keep_maps = getattr(self, "keep_maps", []) + [mm]
             views = tensors_of_area(desc, None, mm)
@@ -311,7 +321,7 @@ class Judge(TimingPhase):
         """On a GPU, device memory of the judge's for an executor's forward
         to allocate from (kgym_executor.OutputArena): its outputs then lie
         where the judge reads them, and no executor copy needs subtracting.
-        A quarter of what the device has free, or what a round's outputs
+        An eighth of what the device has free, or what a round's outputs
         need at least (twice over); RESOURCE_ERROR when the device has not
         that much free; none (the old copy) only when limits.output_arena
         is false (a diagnostic: bench/judge_clock.py --arena off)."""
@@ -330,7 +340,10 @@ class Judge(TimingPhase):
             free = torch.cuda.mem_get_info()[0]
         except RuntimeError:
             free = 0
-        size = min(want, max(need, free // 4))
+        # An eighth of what is free at most, beyond the need: a 6 GiB
+        # problem's two arenas at a quarter each took 47 GiB of an H200,
+        # and the judge then ran short for the outputs' own copies.
+        size = min(want, max(need, free // 8))
         if size + (256 << 20) > free:
             # Fail closed: without an arena the executor's copy is back on
             # the clock and in the subtraction -- the copy a candidate can
@@ -869,9 +882,21 @@ def judge_job(j):
                    trials=j.trials, passed=getattr(j, "passed", 0), judged=getattr(j, "judged", 0))
     except ExecutorGone as g:
         out.update(ok=False, gone=g.role, during=g.during, trials=j.trials)
-    except Exception:  # noqa: BLE001
-        out.update(ok=False, code="SYSTEM_ERROR", message=internal_error("the judge"),
-                   completed=False)
+    except Exception as e:  # noqa: BLE001
+        if out_of_memory(e):
+            # The problem's size, not the candidate's doing, and not kgymd
+            # failing: said without torch's text, which lists the host's
+            # processes and their memory.
+            out_bytes = sum(math.prod(shape) * torch.empty((), dtype=dt).element_size()
+                            for dt, shape in (getattr(j, "out_specs", None) or []))
+            out.update(ok=False, code="RESOURCE_ERROR", completed=False,
+                       message="the judge ran out of %s memory for this problem's buffers (outputs of %.1f MiB "
+                               "a call): %s" % ("device" if j.gpu else "host", out_bytes / (1 << 20),
+                                                "a GPU with more free memory, or fewer jobs on it, is needed"
+                                                if j.gpu else "[plugin.python] memory is too small for it"))
+        else:
+            out.update(ok=False, code="SYSTEM_ERROR", message=internal_error("the judge"),
+                       completed=False)
     try:
         out["compiled"] = j.compiled
         out["checked_calls"] = j.checked_calls

@@ -49,8 +49,21 @@ def tolerance(dt, job):
     return atol, rtol
 
 
+def nan_max(a, b):
+    """max() of two floats where a NaN wins, as torch's max does (Python's
+    max keeps whichever came first)."""
+    return a if math.isnan(a) else b if math.isnan(b) else max(a, b)
+
+
+# Elements compared at a time: the comparison works in float64 with a few
+# temporaries per element, so a 6 GiB float32 output compared whole would
+# need tens of GiB more device memory than the problem itself.
+COMPARE_CHUNK = 1 << 25
+
+
 def compare_tensor(ref, got, job):
-    """{ok, max_abs_err, max_rel_err, mismatches, first_bad_index, message}."""
+    """{ok, max_abs_err, max_rel_err, mismatches, first_bad_index, message},
+    compared COMPARE_CHUNK elements at a time."""
     r = {"ok": False, "max_abs_err": None, "max_rel_err": None, "mismatches": 0, "first_bad_index": None}
     if tuple(ref.shape) != tuple(got.shape):
         r["message"] = "shape %s, expected %s" % (list(got.shape), list(ref.shape))
@@ -63,39 +76,57 @@ def compare_tensor(ref, got, job):
     atol, rtol = tolerance(ref.dtype, job)
     if ref.is_complex():
         ref, got = torch.view_as_real(ref), torch.view_as_real(got)
-    if ref.is_floating_point():
-        rd, gd = ref.double().reshape(-1), got.double().reshape(-1)
-        diff = (gd - rd).abs()
-        fin = torch.isfinite(rd)
-        bad = torch.where(fin, ~(diff <= atol + rtol * rd.abs()),
-                          torch.where(torch.isnan(rd), ~torch.isnan(gd), gd != rd))
-        if bool(fin.any()):
-            dfin = torch.where(fin, diff, torch.zeros_like(diff))
-            r["max_abs_err"] = finite(float(dfin.max())) if bool(torch.isfinite(dfin).all()) else None
-            nz = fin & (rd != 0)
-            rel = torch.where(nz, dfin / torch.where(nz, rd.abs(), torch.ones_like(rd)), torch.zeros_like(rd))
-            r["max_rel_err"] = finite(float(rel.max()))
+    flat_ref, flat_got = ref.reshape(-1), got.reshape(-1)
+    floating = ref.is_floating_point()
+    n = 0
+    first = None
+    any_fin, dfin_finite, max_abs, max_rel = False, True, 0.0, 0.0
+    for at in range(0, flat_ref.numel(), COMPARE_CHUNK):
+        rd, gd = flat_ref[at:at + COMPARE_CHUNK], flat_got[at:at + COMPARE_CHUNK]
+        if floating:
+            rd, gd = rd.double(), gd.double()
+            diff = (gd - rd).abs()
+            fin = torch.isfinite(rd)
+            bad = torch.where(fin, ~(diff <= atol + rtol * rd.abs()),
+                              torch.where(torch.isnan(rd), ~torch.isnan(gd), gd != rd))
+            if bool(fin.any()):
+                any_fin = True
+                dfin = torch.where(fin, diff, torch.zeros_like(diff))
+                dfin_finite = dfin_finite and bool(torch.isfinite(dfin).all())
+                max_abs = nan_max(max_abs, float(dfin.max()))
+                nz = fin & (rd != 0)
+                rel = torch.where(nz, dfin / torch.where(nz, rd.abs(), torch.ones_like(rd)), torch.zeros_like(rd))
+                max_rel = nan_max(max_rel, float(rel.max()))
+        else:
+            bad = rd != gd
+            max_abs = max(max_abs, float((rd.double() - gd.double()).abs().max()))
+        c = int(bad.sum())
+        if c and first is None:
+            first = at + int(bad.nonzero()[0][0])
+        n += c
+    if floating:
+        if any_fin:
+            r["max_abs_err"] = finite(max_abs) if dfin_finite else None
+            r["max_rel_err"] = finite(max_rel)
         else:
             r["max_abs_err"] = r["max_rel_err"] = 0.0
     else:
-        rd, gd = ref.reshape(-1), got.reshape(-1)
-        bad = rd != gd
-        r["max_abs_err"] = float((rd.double() - gd.double()).abs().max()) if rd.numel() else 0.0
+        r["max_abs_err"] = max_abs if flat_ref.numel() else 0.0
         r["max_rel_err"] = None
-    n = int(bad.sum())
     r["mismatches"] = n
     if n == 0:
         r["ok"] = True
         return r
-    first = int(bad.nonzero()[0][0])
     r["first_bad_index"] = first
     coords, rest = [], first
     for s in reversed(list(ref.shape)):
         coords.append(rest % s if s else 0)
         rest = rest // s if s else 0
-    exp, gv = rd[first].item(), gd[first].item()
+    exp, gv = flat_ref[first].item(), flat_got[first].item()
+    if floating:
+        exp, gv = float(exp), float(gv)
     r["message"] = ("%d of %d elements differ beyond atol=%g rtol=%g (first at %s: expected %r, got %r; "
-                    "max abs error %s, max rel error %s)" % (n, rd.numel(), atol, rtol, list(reversed(coords)),
+                    "max abs error %s, max rel error %s)" % (n, flat_ref.numel(), atol, rtol, list(reversed(coords)),
                                                              exp, gv, r["max_abs_err"], r["max_rel_err"]))
     return r
 
@@ -128,18 +159,28 @@ def nearly_same(a, b, rtol=1e-3):
     """The decoy check's test: b within rtol of a, elementwise, relative
     to each element and to the largest magnitude of a (exact for integer
     and boolean outputs; NaN matches NaN).  Independent of the problem's
-    tolerance, which can be coarse beside the outputs' own scale."""
+    tolerance, which can be coarse beside the outputs' own scale.  Chunked
+    as compare_tensor is."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if not (a.is_floating_point() or a.is_complex()):
-        return bool((a == b).all())
-    a64, b64 = a.to(torch.complex128 if a.is_complex() else torch.float64), \
-        b.to(torch.complex128 if b.is_complex() else torch.float64)
-    finite = torch.isfinite(a64)
-    scale = float(a64[finite].abs().max()) if bool(finite.any()) else 0.0
-    near = (a64 - b64).abs() <= rtol * (a64.abs() + scale)
-    same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
-    return bool((near | same).all())
+    if a.is_complex():
+        a, b = torch.view_as_real(a), torch.view_as_real(b)
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    if not a.is_floating_point():
+        return all(bool((fa[i:i + COMPARE_CHUNK] == fb[i:i + COMPARE_CHUNK]).all())
+                   for i in range(0, fa.numel(), COMPARE_CHUNK))
+    scale = 0.0
+    for i in range(0, fa.numel(), COMPARE_CHUNK):
+        x = fa[i:i + COMPARE_CHUNK].double().abs()
+        x = x[torch.isfinite(x)]
+        if x.numel():
+            scale = max(scale, float(x.max()))
+    for i in range(0, fa.numel(), COMPARE_CHUNK):
+        x, y = fa[i:i + COMPARE_CHUNK].double(), fb[i:i + COMPARE_CHUNK].double()
+        near = (x - y).abs() <= rtol * (x.abs() + scale)
+        if not bool((near | (x == y) | (torch.isnan(x) & torch.isnan(y))).all()):
+            return False
+    return True
 
 
 def stats(samples_ms):

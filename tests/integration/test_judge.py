@@ -158,6 +158,40 @@ def test_outputs_poisoned():
     k.check(p.stdout.strip() == "True", "poisoned: %r %s" % (p.stdout, p.stderr[-2000:]))
 
 
+COMPARE_CHUNKED = r"""
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import kgym_judge_compare as C
+torch.manual_seed(1)
+r = torch.randn(50, 33)
+cases = [(r, r.clone())]
+g = r.clone(); g[3, 4] += 1; g[10, 0] = float("nan"); cases.append((r, g))
+g = r.clone(); g[49, 32] += 1; g[20, 1] += 1e-7; cases.append((r, g))
+g = r.clone(); g[0, 0] = float("inf"); cases.append((r, g))
+i = torch.arange(30).view(5, 6); cases.append((i, i + (i == 17)))
+c = torch.randn(9, 4, dtype=torch.complex64); d = c.clone(); d[2, 1] += 1j; cases.append((c, d))
+cases.append((r, r + 1e-6))
+whole = [C.compare_tensor(a, b, {}) for a, b in cases]
+near = [C.nearly_same(a, b) for a, b in cases]
+C.COMPARE_CHUNK = 7
+print(whole == [C.compare_tensor(a, b, {}) for a, b in cases] and near == [C.nearly_same(a, b) for a, b in cases])
+print([w["mismatches"] for w in whole], near)
+"""
+
+
+def test_compare_chunked_as_whole():
+    """The comparison goes COMPARE_CHUNK elements at a time (a 6 GiB
+    output compared whole took 12 GiB more per float64 temporary and ran
+    the device out of memory): in chunks of 7 it says exactly what it says
+    in one (counts, first index, errors, NaN and inf), and so does the
+    decoy check's nearly_same."""
+    p = subprocess.run([tp.PY, "-c", COMPARE_CHUNKED, os.path.join(k.srcdir(), "plugins", "python")],
+                       capture_output=True, text=True, timeout=300)
+    lines = p.stdout.split("\n")
+    k.check(lines[0] == "True", "chunked comparison differs: %r %s" % (p.stdout, p.stderr[-2000:]))
+    k.check(lines[1] == "[0, 2, 1, 1, 1, 1, 0] [True, False, False, False, False, False, True]", "counts: %r" % p.stdout)
+
+
 def test_outputs_over_the_limit_refused():
     """A reference whose outputs exceed [plugin.python] max_output_bytes
     is the problem's: RESOURCE_ERROR naming the key, nothing run."""
@@ -207,6 +241,22 @@ def test_reference_out_of_memory_is_the_problems():
                 "%s: %s" % (where, tp.show(r)))
         k.check("ran out of memory" in r["error_message"] and "reference" in r["error_message"],
                 "%s: %s" % (where, tp.show(r)))
+
+
+def test_judge_short_of_memory_is_the_problems():
+    """The judge's own buffers for a big problem (570 MiB of inputs and
+    of outputs) that the limits cannot hold: RESOURCE_ERROR naming what
+    ran short, nothing of the host (torch's own text lists the host's
+    processes), never SYSTEM_ERROR.  max_file_size bounds a CPU job's
+    memfds; memory (RLIMIT_AS) its mappings."""
+    big = tp.RELU_REF.replace("return [torch.rand(M, N)]", "return [torch.rand(150_000_000)]", 1)
+    k.check(big != tp.RELU_REF, "the reference was changed")
+    for limits, words in (({"max_file_bytes": 64 << 20}, "max_file_size"),
+                          ({"memory_bytes": 3 << 30, "max_file_bytes": 4 << 30}, "ran out of host memory")):
+        r = tp.run_once(tp.relu_candidate("return torch.relu(x)"), backend="torch", reference=big,
+                        limits=dict(limits, max_output_bytes=1 << 30))
+        k.check(r["status"] == "failed" and r.get("error_code") == "RESOURCE_ERROR" and
+                words in (r.get("error_message") or ""), "%s: %s" % (limits, tp.show(r)))
 
 
 def test_bad_outputs_named():
@@ -302,8 +352,10 @@ def main():
            test_lazy_listlike_refused, test_right_where_checked_always_caught, test_unrepeatable_inputs_checked_interleaved,
            test_mutate_inputs_timed_caught,
            test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
-           test_wrong_at_one_trial_caught, test_outputs_poisoned, test_outputs_over_the_limit_refused,
+           test_wrong_at_one_trial_caught, test_outputs_poisoned, test_compare_chunked_as_whole,
+           test_outputs_over_the_limit_refused,
            test_judge_death_tells_nothing_of_the_host, test_reference_out_of_memory_is_the_problems,
+           test_judge_short_of_memory_is_the_problems,
            test_candidate_cannot_blame_kgymd, test_rounds_time_and_check_every_call,
            test_judge_death_blamed_where_it_happened])
 

@@ -138,6 +138,16 @@ MUTANTS = [
       # holds DONE until the forward's own work ends: a side stream's 20 ms
       # then end after DONE, read mid-work by the judge.
       ["tests/gpu/judge_gpu_tests.py:test_side_stream_honest"], gpu=True),
+    M("py_judge_oom_system_error", "a problem too big for the judge's memory is the problem's (RESOURCE_ERROR)",
+      JUDGE,
+      "        if out_of_memory(e):\n            # The problem's size",
+      "        if False:\n            # The problem's size",
+      [TJ + ":test_judge_short_of_memory_is_the_problems"]),
+    M("py_compare_chunk_index_local", "the comparison in chunks names the first wrong element",
+      "plugins/python/kgym_judge_compare.py",
+      "            first = at + int(bad.nonzero()[0][0])",
+      "            first = int(bad.nonzero()[0][0])",
+      [TJ + ":test_compare_chunked_as_whole"]),
     M("py_memfds_unsealed", "shared memfds cannot be shrunk by the candidate", JUDGE,
       "        for fd in self.memfds.values():\n            seal_memfd(fd)\n",
       "        for fd in ():\n            seal_memfd(fd)\n",
