@@ -527,8 +527,8 @@ class Job:
             self.meta["triton_kernels_matter"] = matter
             if matter is False and (hack is None or hack["kind"] == "timing_mismatch"):
                 hack = {"kind": "decoy_kernel",
-                        "detail": "the outputs are still right with every launch of kernel_code's Triton kernels "
-                                  "(%s) skipped: they do not do the work" % ", ".join(self.custom)}
+                        "detail": "the outputs are nearly the same with every launch of kernel_code's Triton "
+                                  "kernels (%s) skipped: they do not do the work" % ", ".join(self.custom)}
         if hack is None:
             return True, r
         self.meta["hack"] = hack
