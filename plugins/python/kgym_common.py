@@ -434,6 +434,17 @@ def internal_error(what):
     return clip("%s failed: %s: %s" % (what, et.__name__ if et else "?", ev))
 
 
+def wait_until(value, enough, until, step=0.1, clock=time.monotonic, sleep=time.sleep):
+    """Poll value() every `step` s until enough(it) or the clock would pass
+    `until`: (the last value, the seconds waited)."""
+    t0 = clock()
+    v = value()
+    while not enough(v) and clock() + step <= until:
+        sleep(step)
+        v = value()
+    return v, clock() - t0
+
+
 def out_of_memory(e):
     """Is this exception a failed allocation?  (torch's CUDA one is
     OutOfMemoryError; its CPU allocator raises RuntimeError "can't allocate

@@ -53,7 +53,7 @@ import torch
 from kgym_common import (MIN_CORRECT_TRIALS, SETUP_MS, CTL_BYTES, CTL_DONE, CTL_GO, CTL_OUTS,
                          CTL_STATUS, OUT_IN_SLOT, ControlBlock, CudaDriver, area_layout, child_setup, clip,
                          device_bytes, dtype_name, format_exc, internal_error, load_module, out_of_memory, recv_msg,
-                         seal_memfd, send_msg, tensors_of_area)
+                         seal_memfd, send_msg, tensors_of_area, wait_until)
 from kgym_judge_compare import OutputsReused, Verdict, compare_outputs, median, nearly_same, same_tensor
 from kgym_judge_timing import TimingPhase
 
@@ -61,6 +61,9 @@ PROFILE_CALLS = 3
 # An executor's arena (make_arena): room for a round's outputs four times
 # over and the forward's own tensors; at least this much.
 ARENA_MIN_BYTES = 512 << 20
+# How long a job waits for device memory another job holds (make_arena):
+# a 6 GiB problem's job holds its own for about 20 s on an H200.
+DEVICE_MEMORY_WAIT_S = 60
 # The page the supervisor reads when this process dies (kgym_supervisor.py):
 # byte 0 is 1 while the submitter's reference code runs here.
 IN_REFERENCE = None
@@ -336,10 +339,21 @@ class Judge(TimingPhase):
             return
         want = max(ARENA_MIN_BYTES, 4 * out_bytes + 2 * in_bytes)
         need = 2 * out_bytes + (64 << 20)
-        try:
-            free = torch.cuda.mem_get_info()[0]
-        except RuntimeError:
-            free = 0
+
+        def free_now():
+            try:
+                return torch.cuda.mem_get_info()[0]
+            except RuntimeError:
+                return 0
+        # Another job on this GPU may hold what this one needs (two 6 GiB
+        # problems at once do): wait for it to end, a while, rather than
+        # fail at once.
+        until = time.monotonic() + DEVICE_MEMORY_WAIT_S
+        if self.deadline is not None:
+            until = min(until, self.deadline - 5)
+        free, waited = wait_until(free_now, lambda f: f >= need + (256 << 20), until)
+        if waited >= 0.05:
+            self.meta["device_memory_wait_ms"] = self.meta.get("device_memory_wait_ms", 0) + waited * 1e3
         # An eighth of what is free at most, beyond the need: a 6 GiB
         # problem's two arenas at a quarter each took 47 GiB of an H200,
         # and the judge then ran short for the outputs' own copies.
@@ -348,8 +362,9 @@ class Judge(TimingPhase):
             # Fail closed: without an arena the executor's copy is back on
             # the clock and in the subtraction -- the copy a candidate can
             # skip -- and how full the device is may be another job's doing.
-            raise Verdict("RESOURCE_ERROR", "the GPU has %d MiB free, too little for the judge's output arena "
-                          "for the %s (%d MiB at least)" % (free >> 20, peer.role, need >> 20), completed=False)
+            raise Verdict("RESOURCE_ERROR", "the GPU has %d MiB free after %.0f s of waiting, too little for the "
+                          "judge's output arena for the %s (%d MiB at least)"
+                          % (free >> 20, waited, peer.role, need >> 20), completed=False)
         ptr, fd, size = self.cuda.create(size)
         self.area_fds.append(fd)
         peer.arena, peer.arena_fd = device_bytes(ptr, size), fd

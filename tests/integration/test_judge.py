@@ -192,6 +192,31 @@ def test_compare_chunked_as_whole():
     k.check(lines[1] == "[0, 2, 1, 1, 1, 1, 0] [True, False, False, False, False, False, True]", "counts: %r" % p.stdout)
 
 
+WAIT_UNTIL = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from kgym_common import wait_until
+t = [0.0]
+clock, sleep = (lambda: t[0]), (lambda s: t.__setitem__(0, t[0] + s))
+frees = iter([1, 2, 3, 10, 10])
+print(wait_until(lambda: next(frees), lambda f: f >= 10, 5.0, step=0.5, clock=clock, sleep=sleep))
+t[0] = 0.0
+print(wait_until(lambda: 1, lambda f: f >= 10, 2.0, step=0.5, clock=clock, sleep=sleep))
+print(wait_until(lambda: 10, lambda f: f >= 10, 0.0, step=0.5, clock=clock, sleep=sleep))
+"""
+
+
+def test_device_memory_waited_for():
+    """The judge's wait for device memory another job holds (make_arena):
+    it polls until there is enough, and gives up at its deadline with
+    the last figure (the arena then fails as the problem's RESOURCE_ERROR);
+    enough at once costs no wait."""
+    p = subprocess.run([tp.PY, "-c", WAIT_UNTIL, os.path.join(k.srcdir(), "plugins", "python")],
+                       capture_output=True, text=True, timeout=300)
+    k.check(p.stdout.split("\n")[:3] == ["(10, 1.5)", "(1, 2.0)", "(10, 0.0)"],
+            "wait_until: %r %s" % (p.stdout, p.stderr[-2000:]))
+
+
 def test_outputs_over_the_limit_refused():
     """A reference whose outputs exceed [plugin.python] max_output_bytes
     is the problem's: RESOURCE_ERROR naming the key, nothing run."""
@@ -353,6 +378,7 @@ def main():
            test_mutate_inputs_timed_caught,
            test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
            test_wrong_at_one_trial_caught, test_outputs_poisoned, test_compare_chunked_as_whole,
+           test_device_memory_waited_for,
            test_outputs_over_the_limit_refused,
            test_judge_death_tells_nothing_of_the_host, test_reference_out_of_memory_is_the_problems,
            test_judge_short_of_memory_is_the_problems,
