@@ -902,13 +902,14 @@ def judge_job(j):
             # The problem's size, not the candidate's doing, and not kgymd
             # failing: said without torch's text, which lists the host's
             # processes and their memory.
+            gpu = getattr(j, "gpu", False)
             out_bytes = sum(math.prod(shape) * torch.empty((), dtype=dt).element_size()
                             for dt, shape in (getattr(j, "out_specs", None) or []))
             out.update(ok=False, code="RESOURCE_ERROR", completed=False,
                        message="the judge ran out of %s memory for this problem's buffers (outputs of %.1f MiB "
-                               "a call): %s" % ("device" if j.gpu else "host", out_bytes / (1 << 20),
+                               "a call): %s" % ("device" if gpu else "host", out_bytes / (1 << 20),
                                                 "a GPU with more free memory, or fewer jobs on it, is needed"
-                                                if j.gpu else "[plugin.python] memory is too small for it"))
+                                                if gpu else "[plugin.python] memory is too small for it"))
         else:
             out.update(ok=False, code="SYSTEM_ERROR", message=internal_error("the judge"),
                        completed=False)
