@@ -17,8 +17,9 @@ checks, `kgym_harness.py --once --no-static-checks`, device cuda):
   sync_patched_short_work    the exploit with ~0.35 ms queued, shorter than
                              the GPU's time slice between processes: the
                              judge's copy reads a right output, so correct
-                             and fast fails the test (the mutant
-                             py_clock_before_clone)
+                             and fast fails the test (meant to kill the
+                             mutant py_clock_before_clone, which survived
+                             it on an H200: tests/mutation/mutants.py)
   copy_skip_gains_nothing    the honest ReLU and one that computes into
                              the judge's output area and writes DONE
                              itself (tests/gpu/candidates/
