@@ -615,6 +615,26 @@ def test_reference_recheck_config():
         B.cleanup()
 
 
+def test_max_output_bytes_config():
+    """max_output_bytes: auto (the default; 4G on a CPU, a sixth of the
+    device's memory on a GPU) loads the python backend; a value that is
+    neither a size nor auto is refused, naming the key."""
+    for value, ok in (("auto", True), ("lots", False)):
+        D = PyDaemon(python_conf={"max_output_bytes": value})
+        try:
+            D.start()
+            refused = D.request({"op": "plugins"}).get("refused") or []
+            why = [r.get("reason", "") for r in refused if r.get("path", "").endswith("python.so")]
+            if ok:
+                k.check(not why, "%s: %s" % (value, refused))
+            else:
+                k.check(why and "max_output_bytes = lots: expected a number or a size" in why[0],
+                        "%s: %s" % (value, refused))
+            D.stop()
+        finally:
+            D.cleanup()
+
+
 def test_reference_timing_recheck():
     """reference_recheck = 1: every would-be hit is measured again (1 in n
     at random otherwise; 0 never), and says so."""
@@ -770,6 +790,7 @@ def main():
                  test_runtime_error_and_crash, test_hang_times_out, test_task_deadline_owns_the_phases,
                  test_reward_hacks,
                  test_reference_timing_cache, test_reference_timing_recheck, test_reference_recheck_config,
+                 test_max_output_bytes_config,
                  test_no_host_paths_in_errors, test_zygote_serves_many_jobs, test_jobs_of_one_reference_in_a_row,
                  test_remove_tree_tolerates_the_wipe,
                  test_validation_at_submit,
