@@ -61,9 +61,28 @@ def nan_max(a, b):
 COMPARE_CHUNK = 1 << 25
 
 
-def compare_tensor(ref, got, job):
+def all_close(ref, got, atol, rtol):
+    """Every element of got within the tolerance of ref, NaN for NaN and an
+    infinity for the same one -- compare_tensor's rule, tested in the
+    outputs' own precision (float16/bfloat16 in float32): the timed calls'
+    check, where only "all right" matters.  A "no" is looked at again in
+    float64 by compare_tensor, so this can only spare work, never fail a
+    call that compare_tensor would pass."""
+    fr, fg = ref.reshape(-1), got.reshape(-1)
+    for at in range(0, fr.numel(), COMPARE_CHUNK):
+        rd, gd = fr[at:at + COMPARE_CHUNK], fg[at:at + COMPARE_CHUNK]
+        if rd.dtype in (torch.float16, torch.bfloat16):
+            rd, gd = rd.float(), gd.float()
+        if not bool(torch.isclose(gd, rd, rtol=rtol, atol=atol, equal_nan=True).all()):
+            return False
+    return True
+
+
+def compare_tensor(ref, got, job, detail=True):
     """{ok, max_abs_err, max_rel_err, mismatches, first_bad_index, message},
-    compared COMPARE_CHUNK elements at a time."""
+    compared COMPARE_CHUNK elements at a time.  detail=False (the timed
+    calls): a quick all_close first, and the errors only where it fails
+    (max_abs_err and max_rel_err are None when it passes)."""
     r = {"ok": False, "max_abs_err": None, "max_rel_err": None, "mismatches": 0, "first_bad_index": None}
     if tuple(ref.shape) != tuple(got.shape):
         r["message"] = "shape %s, expected %s" % (list(got.shape), list(ref.shape))
@@ -76,6 +95,9 @@ def compare_tensor(ref, got, job):
     atol, rtol = tolerance(ref.dtype, job)
     if ref.is_complex():
         ref, got = torch.view_as_real(ref), torch.view_as_real(got)
+    if not detail and ref.is_floating_point() and all_close(ref, got, atol, rtol):
+        r["ok"] = True
+        return r
     flat_ref, flat_got = ref.reshape(-1), got.reshape(-1)
     floating = ref.is_floating_point()
     n = 0
@@ -131,10 +153,10 @@ def compare_tensor(ref, got, job):
     return r
 
 
-def compare_outputs(ref_outs, got_outs, job):
+def compare_outputs(ref_outs, got_outs, job, detail=True):
     res = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "mismatches": 0, "first_bad_index": None}
     for k, (rt, gt) in enumerate(zip(ref_outs, got_outs)):
-        c = compare_tensor(rt, gt, job)
+        c = compare_tensor(rt, gt, job, detail)
         for key in ("max_abs_err", "max_rel_err"):
             if c[key] is None or res[key] is None:
                 res[key] = None if c[key] is None and key == "max_abs_err" and not c["ok"] else res[key]

@@ -199,7 +199,7 @@ class TimingPhase:
             _, wants = self.round(self.ref, calls, what=what + " (the reference's run)")
             for j in range(k):
                 self.checked_calls += 1
-                self.timed_verdict(names[j], compare_outputs(wants[j], gots[j], self.job), None)
+                self.timed_verdict(names[j], compare_outputs(wants[j], gots[j], self.job, detail=False), None)
             return ms / k
         for j in range(k):
             self.stash.append((names[j], seeds[j], gots[j]))
@@ -224,7 +224,7 @@ class TimingPhase:
         for what, seed, got in stash:
             _, want = self.call(self.ref, self.make_inputs(seed), what=what + " (the reference's run)")
             self.checked_calls += 1
-            self.timed_verdict(what, compare_outputs(want, got, self.job), None)
+            self.timed_verdict(what, compare_outputs(want, got, self.job, detail=False), None)
 
     def inputs_repeat(self):
         """Does get_inputs() give the same inputs for the same seed?  Only

@@ -176,6 +176,15 @@ near = [C.nearly_same(a, b) for a, b in cases]
 C.COMPARE_CHUNK = 7
 print(whole == [C.compare_tensor(a, b, {}) for a, b in cases] and near == [C.nearly_same(a, b) for a, b in cases])
 print([w["mismatches"] for w in whole], near)
+# The timed calls' quick check says "ok" exactly where the full one does,
+# also at the tolerance's edge, in half precision and with infinities.
+h = torch.randn(64, dtype=torch.float16)
+edge = r.clone(); edge[0, 0] = r[0, 0] + (1e-4 + 1e-4 * abs(float(r[0, 0]))) * 0.999
+over = r.clone(); over[0, 0] = r[0, 0] + (1e-4 + 1e-4 * abs(float(r[0, 0]))) * 1.01
+ri = r.clone(); ri[1, 1] = float("inf"); gi = ri.clone(); gn = ri.clone(); gn[1, 1] = -float("inf")
+cases += [(r, edge), (r, over), (h, h.clone()), (h, h + 0.5), (ri, gi), (ri, gn),
+          (torch.full((5,), float("nan")), torch.full((5,), float("nan")))]
+print([C.compare_tensor(a, b, {}, detail=False)["ok"] for a, b in cases] == [C.compare_tensor(a, b, {})["ok"] for a, b in cases])
 """
 
 
@@ -184,12 +193,14 @@ def test_compare_chunked_as_whole():
     output compared whole took 12 GiB more per float64 temporary and ran
     the device out of memory): in chunks of 7 it says exactly what it says
     in one (counts, first index, errors, NaN and inf), and so does the
-    decoy check's nearly_same."""
+    decoy check's nearly_same; the timed calls' quick check (detail=False)
+    passes exactly what the full one passes."""
     p = subprocess.run([tp.PY, "-c", COMPARE_CHUNKED, os.path.join(k.srcdir(), "plugins", "python")],
                        capture_output=True, text=True, timeout=300)
     lines = p.stdout.split("\n")
     k.check(lines[0] == "True", "chunked comparison differs: %r %s" % (p.stdout, p.stderr[-2000:]))
     k.check(lines[1] == "[0, 2, 1, 1, 1, 1, 0] [True, False, False, False, False, False, True]", "counts: %r" % p.stdout)
+    k.check(lines[2] == "True", "the timed calls' quick check differs from the full one: %r" % p.stdout)
 
 
 WAIT_UNTIL = r"""

@@ -152,6 +152,12 @@ MUTANTS = [
       "            first = at + int(bad.nonzero()[0][0])",
       "            first = int(bad.nonzero()[0][0])",
       [TJ + ":test_compare_chunked_as_whole"]),
+    M("py_timed_check_lenient", "every timed call's outputs are checked at the problem's tolerance",
+      "plugins/python/kgym_judge_compare.py",
+      "        if not bool(torch.isclose(gd, rd, rtol=rtol, atol=atol, equal_nan=True).all()):\n            return False",
+      "        if not bool(torch.isclose(gd, rd, rtol=10 * rtol, atol=10 * atol, equal_nan=True).all()):\n"
+      "            return False",
+      [TJ + ":test_compare_chunked_as_whole"]),
     M("py_memfds_unsealed", "shared memfds cannot be shrunk by the candidate", JUDGE,
       "        for fd in self.memfds.values():\n            seal_memfd(fd)\n",
       "        for fd in ():\n            seal_memfd(fd)\n",
