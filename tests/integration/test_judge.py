@@ -185,6 +185,9 @@ ri = r.clone(); ri[1, 1] = float("inf"); gi = ri.clone(); gn = ri.clone(); gn[1,
 cases += [(r, edge), (r, over), (h, h.clone()), (h, h + 0.5), (ri, gi), (ri, gn),
           (torch.full((5,), float("nan")), torch.full((5,), float("nan")))]
 print([C.compare_tensor(a, b, {}, detail=False)["ok"] for a, b in cases] == [C.compare_tensor(a, b, {})["ok"] for a, b in cases])
+nan = torch.tensor([float("nan"), 1.0])
+print([C.same_tensor(a, b) for a, b in ((r, r.clone()), (r, g), (nan, nan.clone()), (nan, nan + 1), (i, i.clone()),
+                                        (i, i + 1), (torch.zeros(1), -torch.zeros(1)), (r, r.double()))])
 """
 
 
@@ -194,13 +197,16 @@ def test_compare_chunked_as_whole():
     the device out of memory): in chunks of 7 it says exactly what it says
     in one (counts, first index, errors, NaN and inf), and so does the
     decoy check's nearly_same; the timed calls' quick check (detail=False)
-    passes exactly what the full one passes."""
+    passes exactly what the full one passes; same_tensor (the inputs'
+    check, torch.equal first) matches NaN for NaN and nothing else."""
     p = subprocess.run([tp.PY, "-c", COMPARE_CHUNKED, os.path.join(k.srcdir(), "plugins", "python")],
                        capture_output=True, text=True, timeout=300)
     lines = p.stdout.split("\n")
     k.check(lines[0] == "True", "chunked comparison differs: %r %s" % (p.stdout, p.stderr[-2000:]))
     k.check(lines[1] == "[0, 2, 1, 1, 1, 1, 0] [True, False, False, False, False, False, True]", "counts: %r" % p.stdout)
     k.check(lines[2] == "True", "the timed calls' quick check differs from the full one: %r" % p.stdout)
+    k.check(lines[3] == "[True, False, True, False, True, False, True, False]",
+            "same_tensor (the inputs' check): %r" % p.stdout)
 
 
 WAIT_UNTIL = r"""
