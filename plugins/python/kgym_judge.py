@@ -339,19 +339,13 @@ class Judge(TimingPhase):
             return
         want = max(ARENA_MIN_BYTES, 4 * out_bytes + 2 * in_bytes)
         need = 2 * out_bytes + (64 << 20)
-
-        def free_now():
-            try:
-                return torch.cuda.mem_get_info()[0]
-            except RuntimeError:
-                return 0
         # Another job on this GPU may hold what this one needs (two 6 GiB
         # problems at once do): wait for it to end, a while, rather than
         # fail at once.
         until = time.monotonic() + DEVICE_MEMORY_WAIT_S
         if self.deadline is not None:
             until = min(until, self.deadline - 5)
-        free, waited = wait_until(free_now, lambda f: f >= need + (256 << 20), until)
+        free, waited = wait_until(self.device_free, lambda f: f >= need + (256 << 20), until)
         if waited >= 0.05:
             self.meta["device_memory_wait_ms"] = self.meta.get("device_memory_wait_ms", 0) + waited * 1e3
         # An eighth of what is free at most, beyond the need: a 6 GiB

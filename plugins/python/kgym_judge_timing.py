@@ -57,16 +57,20 @@ class TimingPhase:
             return min(forced, MAX_CALLS_PER_ROUND)
         if not self.gpu:
             return 1
-        budget = int(self.limits.get("round_bytes", 8 << 30))
-        try:
-            # Rounds take no more than a quarter of what the device has free
-            # now: the other jobs on this GPU need theirs, and a job whose
-            # problem is big keeps one call per round rather than failing.
-            budget = min(budget, torch.cuda.mem_get_info()[0] // 4)
-        except RuntimeError:
-            budget = 0
+        # Rounds take no more than a quarter of what the device has free
+        # now: the other jobs on this GPU need theirs, and a job whose
+        # problem is big keeps one call per round rather than failing.
+        budget = min(int(self.limits.get("round_bytes", 8 << 30)), self.device_free() // 4)
         per_call = max(1, in_bytes + 3 * out_bytes)
         return max(1, min(MAX_CALLS_PER_ROUND, budget // per_call, self.max_calls_per_round()))
+
+    @staticmethod
+    def device_free():
+        """The bytes the current device has free now (0 when it cannot say)."""
+        try:
+            return torch.cuda.mem_get_info()[0]
+        except RuntimeError:
+            return 0
 
     def max_calls_per_round(self):
         """num_perf_trials stays the number of timed calls (what a job

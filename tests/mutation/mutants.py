@@ -158,6 +158,11 @@ MUTANTS = [
       "        if not bool(torch.isclose(gd, rd, rtol=10 * rtol, atol=10 * atol, equal_nan=True).all()):\n"
       "            return False",
       [TJ + ":test_compare_chunked_as_whole"]),
+    M("py_decoy_bitwise", "a Triton decoy is caught whatever the last bits of its kernel's output",
+      "plugins/python/kgym_judge_compare.py",
+      "def nearly_same(a, b, rtol=1e-3):",
+      "def nearly_same(a, b, rtol=0.0):",
+      [TJ + ":test_compare_chunked_as_whole"]),
     M("py_memfds_unsealed", "shared memfds cannot be shrunk by the candidate", JUDGE,
       "        for fd in self.memfds.values():\n            seal_memfd(fd)\n",
       "        for fd in ():\n            seal_memfd(fd)\n",
