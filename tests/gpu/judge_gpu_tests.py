@@ -116,20 +116,37 @@ def test_sync_patched_short_work():
     # The exploit with one matmul of padding (~0.35 ms), short beside the
     # GPU's time slice between processes: the judge's copy then mostly
     # runs after the candidate's work and reads the right output, so only
-    # the judge's synchronize before it reads its clock puts that work on
-    # the clock.  (With four, ~1.4 ms, the copy read mid-work on the H200:
-    # caught either way, so the test could not tell the mutant apart.)
+    # the judge's synchronize before it reads its clock puts all of that
+    # work on the clock.  Measured against its honest twin (the executor's
+    # synchronize left alone), in the same run: the cheat's time must be
+    # nearly the honest one's.  On an H200 the honest twin took 0.38 ms;
+    # the cheat 0.39 ms, and 0.22 ms with the judge's clock read before its
+    # synchronize (mutant py_clock_before_clone): part of the work had
+    # left the clock.  (With four matmuls the copy read mid-work: caught
+    # either way, so such a test could not tell the mutant apart.)
     need_gpu()
+    req = {"device": "cuda", "num_perf_trials": 20, "num_warmup": 2, "clock_trace": True}
+    honest = tp.run_once(side_stream_candidate(False, 1), backend="torch", reference=RELU_BIG, static_checks=False,
+                         request=req)
     r = tp.run_once(side_stream_candidate(True, 1), backend="torch", reference=RELU_BIG, static_checks=False,
-                    request={"device": "cuda", "num_perf_trials": 20, "num_warmup": 2})
+                    request=req)
+    med = (lambda v: sorted(v)[len(v) // 2] if v else None)
+    for name, x in (("honest", honest), ("cheat", r)):
+        m = x.get("metadata", {})
+        tr = m.get("clock_trace") or {}
+        print("  %s: correctness %s %s, kernel_runtime %s ms; raw timed p50 %s ms, calibration p50 %s ms, "
+              "calls per round %s, %s" % (
+                  name, x.get("correctness"), x.get("error_code") or "", x.get("kernel_runtime"),
+                  med(tr.get("timed") or []), med(tr.get("calibration") or []), m.get("calls_per_round"),
+                  x.get("error_message") or ""))
+    k.check(honest.get("correctness") is True, "the honest twin is not judged right: %s" % tp.show(honest))
     if r.get("correctness") is True:
-        k.check(r["kernel_runtime"] >= 0.15,
-                "the queued work (a matmul) is not on the judge's clock: %s" % tp.show(r))
+        k.check(r["kernel_runtime"] >= 0.8 * honest["kernel_runtime"],
+                "the queued work (a matmul) is not all on the judge's clock: cheat %.3f ms, honest twin %.3f ms"
+                % (r["kernel_runtime"], honest["kernel_runtime"]))
     else:
         k.check(r.get("error_code") in ("CORRECTNESS_ERROR", "REWARD_HACK"),
                 "caught, but not as wrong outputs: %s" % tp.show(r))
-    print("  verdict: correctness %s %s, kernel_runtime %s ms, %s" % (
-        r.get("correctness"), r.get("error_code") or "", r.get("kernel_runtime"), r.get("error_message") or ""))
 
 
 RELU_HUGE = RELU_BIG.replace("torch.randn(1024, 1024)", "torch.randn(16384, 16384)")

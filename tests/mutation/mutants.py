@@ -129,11 +129,10 @@ MUTANTS = [
       # On a CPU the copy is a memcpy of a few KiB: only a GPU's unfinished
       # work shows: a candidate that patched its executor's synchronize
       # away and left ~0.35 ms queued on a side stream (20 ms are caught as
-      # wrong outputs either way: the judge's copy reads mid-work).  It
-      # SURVIVED on an H200 (2026-11-29): unmutated, the cheat is judged
-      # right with the matmul on the clock (0.35-0.37 ms), so something
-      # before DONE may wait for the work anyway -- then the mutant is
-      # equivalent there; not settled.
+      # wrong outputs either way: the judge's copy reads mid-work).  On an
+      # H200 (2026-11-29) the cheat got 0.39 ms, its honest twin 0.38, and
+      # 0.22 under this mutant -- which survived a test that asked only for
+      # 0.15; the test now measures the cheat against the twin.
       ["tests/gpu/judge_gpu_tests.py:test_sync_patched_short_work"], gpu=True),
     M("py_executor_copy_unsynced", "the executor's copies complete inside the clock", EXECUTOR,
       "            try:\n                self.torch.cuda.synchronize()\n            except Exception:",
