@@ -133,7 +133,13 @@ def events_vs_cupti(tasks, res):
                 or gpu <= 0:
             continue
         rel = abs(ev - gpu) / gpu
-        compared.append("%s %.3f/%.3f ms (%.1f%%)" % (t["task_id"], ev, gpu, 100 * rel))
+        # CUPTI's own cost on this call (with it collecting, as the timed
+        # calls are, against without): where the events' excess comes from.
+        co = (r.get("metadata") or {}).get("cupti_overhead") or {}
+        cost = ""
+        if isinstance(co.get("with_cupti_ms"), (int, float)) and isinstance(co.get("without_cupti_ms"), (int, float)):
+            cost = ", CUPTI's cost %+.4f ms" % (co["with_cupti_ms"] - co["without_cupti_ms"])
+        compared.append("%s %.3f/%.3f ms (%.1f%%%s)" % (t["task_id"], ev, gpu, 100 * rel, cost))
         if rel > CUPTI_LIMIT:
             bad.append(compared[-1])
     if not compared:
