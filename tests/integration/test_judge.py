@@ -190,6 +190,10 @@ over = r.clone(); over[0, 0] = r[0, 0] + (1e-4 + 1e-4 * abs(float(r[0, 0]))) * 1
 ri = r.clone(); ri[1, 1] = float("inf"); gi = ri.clone(); gn = ri.clone(); gn[1, 1] = -float("inf")
 cases += [(r, edge), (r, over), (h, h.clone()), (h, h + 0.5), (ri, gi), (ri, gn),
           (torch.full((5,), float("nan")), torch.full((5,), float("nan")))]
+# A NaN alone, on either side, where every other element is right: the
+# quick check must not pass it (NaN compares false whichever way is asked).
+gnan = r.clone(); gnan[5, 5] = float("nan"); rnan = r.clone(); rnan[2, 2] = float("nan")
+cases += [(r, gnan), (rnan, r), (h, h.clone().index_fill_(0, torch.tensor([1]), float("nan")))]
 print([C.compare_tensor(a, b, {}, detail=False)["ok"] for a, b in cases] == [C.compare_tensor(a, b, {})["ok"] for a, b in cases])
 nan = torch.tensor([float("nan"), 1.0])
 print([C.same_tensor(a, b) for a, b in ((r, r.clone()), (r, g), (nan, nan.clone()), (nan, nan + 1), (i, i.clone()),
