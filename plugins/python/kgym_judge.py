@@ -61,6 +61,9 @@ PROFILE_CALLS = 3
 # An executor's arena (make_arena): room for a round's outputs four times
 # over and the forward's own tensors; at least this much.
 ARENA_MIN_BYTES = 512 << 20
+# A problem whose buffers (six times a call's inputs and outputs) take more
+# than 1/BIG_PROBLEM_SHARE of the device runs alone on it (admit_alone).
+BIG_PROBLEM_SHARE = 4
 # How long a job waits for device memory another job holds (make_arena):
 # a 6 GiB problem's job holds its own for about 20 s on an H200.
 DEVICE_MEMORY_WAIT_S = 60
@@ -441,6 +444,7 @@ class Judge(TimingPhase):
         if out_bytes > limit:
             raise Verdict("RESOURCE_ERROR", "the reference's outputs take %d bytes a call, over the %d bytes of "
                           "[plugin.python] max_output_bytes" % (out_bytes, limit), completed=False)
+        self.admit_alone(area_layout(specs)[1] if specs else 0, out_bytes)
         # A problem whose reference writes into its inputs (an in-place op):
         # then the candidate may too.
         self.ref_mutates = not self.inputs_unchanged(first)
@@ -464,6 +468,22 @@ class Judge(TimingPhase):
         # candidate holds any of them (kgym_common.seal_memfd).
         for fd in self.memfds.values():
             seal_memfd(fd)
+
+    def admit_alone(self, in_bytes, out_bytes):
+        """A problem whose buffers take a big share of the device (its
+        inputs and outputs held about six times over: areas, arenas, the
+        judge's copies, the comparison's) runs alone on its GPU from here
+        on: the exclusive lock, before anything of its size is allocated.
+        Two 6 GiB problems side by side on an H200, each at its trials'
+        peak, ran the judge of one of them out of memory (RESOURCE_ERROR
+        for a problem that fits alone).  Jobs already on the GPU keep what
+        they hold; the lock only stops new work beside this job's."""
+        if not self.gpu:
+            return
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        if BIG_PROBLEM_SHARE * 6 * (in_bytes + out_bytes) > total:
+            self.phase("compile", "exclusive")
+            self.meta["gpu_alone_from"] = "set-up"
 
     def output_limit(self):
         """[plugin.python] max_output_bytes, or where it is auto (0): 4G on

@@ -344,7 +344,9 @@ class Job:
     def enter(self, name, lock=None):
         now = time.monotonic()
         old, start = self.phase
-        self.phase_ms[old] = (now - start) * 1e3
+        # A phase may be entered again (the compile phase, when a big
+        # problem takes the GPU alone): its time is the sum.
+        self.phase_ms[old] = self.phase_ms.get(old, 0.0) + (now - start) * 1e3
         self.phase = (name, now)
         key, default, _ = PHASES[name]
         self.deadline = now + float(self.limits.get(key, default))

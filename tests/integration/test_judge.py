@@ -233,6 +233,34 @@ print(wait_until(lambda: 10, lambda f: f >= 10, 0.0, step=0.5, clock=clock, slee
 """
 
 
+ADMIT_ALONE = r"""
+import sys, types
+sys.path.insert(0, sys.argv[1])
+import torch
+import kgym_judge as J
+asked = []
+judge = types.SimpleNamespace(gpu=True, meta={}, phase=lambda name, lock=None: asked.append((name, lock)))
+torch.cuda.current_device = lambda: 0
+torch.cuda.get_device_properties = lambda d: types.SimpleNamespace(total_memory=140 << 30)
+J.Judge.admit_alone(judge, 6 << 30, 6 << 30)        # KernelBench's 19_ReLU on an H200
+print(asked, judge.meta)
+asked.clear(); judge.meta.clear()
+J.Judge.admit_alone(judge, 256 << 20, 256 << 20)    # a softmax of 0.25 GiB
+print(asked, judge.meta)
+"""
+
+
+def test_big_problem_runs_alone():
+    """A problem whose buffers take a big share of the device asks for the
+    GPU's exclusive lock from its set-up on (two 6 GiB problems side by
+    side ran a judge out of memory); a small one shares the GPU."""
+    p = subprocess.run([tp.PY, "-c", ADMIT_ALONE, os.path.join(k.srcdir(), "plugins", "python")],
+                       capture_output=True, text=True, timeout=300)
+    lines = p.stdout.split("\n")
+    k.check(lines[:2] == ["[('compile', 'exclusive')] {'gpu_alone_from': 'set-up'}", "[] {}"],
+            "admit_alone: %r %s" % (p.stdout, p.stderr[-2000:]))
+
+
 def test_device_memory_waited_for():
     """The judge's wait for device memory another job holds (make_arena):
     it polls until there is enough, and gives up at its deadline with
@@ -405,7 +433,7 @@ def main():
            test_mutate_inputs_timed_caught,
            test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
            test_wrong_at_one_trial_caught, test_outputs_poisoned, test_compare_chunked_as_whole,
-           test_device_memory_waited_for,
+           test_device_memory_waited_for, test_big_problem_runs_alone,
            test_outputs_over_the_limit_refused,
            test_judge_death_tells_nothing_of_the_host, test_reference_out_of_memory_is_the_problems,
            test_judge_short_of_memory_is_the_problems,
