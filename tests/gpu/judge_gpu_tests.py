@@ -118,9 +118,9 @@ def test_sync_patched_short_work():
     # runs after the candidate's work and reads the right output, so only
     # the judge's synchronize before it reads its clock puts all of that
     # work on the clock.  Measured against its honest twin (the executor's
-    # synchronize left alone), in the same run: the cheat's time must be
-    # nearly the honest one's.  On an H200 the honest twin took 0.38 ms;
-    # the cheat 0.39 ms, and 0.22 ms with the judge's clock read before its
+    # synchronize left alone), in the same run: the cheat's time must be at
+    # least 0.7 of the honest one's.  On an H200 the cheat took 0.84-1.0 of
+    # its twin's time, and about 0.5 with the judge's clock read before its
     # synchronize (mutant py_clock_before_clone): part of the work had
     # left the clock.  (With four matmuls the copy read mid-work: caught
     # either way, so such a test could not tell the mutant apart.)
@@ -141,7 +141,7 @@ def test_sync_patched_short_work():
                   x.get("error_message") or ""))
     k.check(honest.get("correctness") is True, "the honest twin is not judged right: %s" % tp.show(honest))
     if r.get("correctness") is True:
-        k.check(r["kernel_runtime"] >= 0.8 * honest["kernel_runtime"],
+        k.check(r["kernel_runtime"] >= 0.7 * honest["kernel_runtime"],
                 "the queued work (a matmul) is not all on the judge's clock: cheat %.3f ms, honest twin %.3f ms"
                 % (r["kernel_runtime"], honest["kernel_runtime"]))
     else:
