@@ -270,7 +270,8 @@ class Job:
         cached = self.cached_reference_timing()
         self.meta["reference_timing_cached"] = cached is not None
         self.phase = ("compile", time.monotonic())
-        self.deadline = self.phase[1] + float(lim.get("compile_timeout", PHASES["compile"][1]))
+        self.phase_limit = float(lim.get("compile_timeout", PHASES["compile"][1]))
+        self.deadline = self.phase[1] + self.phase_limit
         send_msg(self.sup_j, {"type": "job", "limits": lim, "job_dir": self.job_dir, "deadline": self.deadline,
                               "job": dict(job, profile=probe, reference_timing=cached),
                               "reference_job": dict(common, reference_backend=job["reference_backend"])})
@@ -349,8 +350,13 @@ class Job:
         self.phase_ms[old] = self.phase_ms.get(old, 0.0) + (now - start) * 1e3
         self.phase = (name, now)
         key, default, _ = PHASES[name]
-        self.deadline = now + float(self.limits.get(key, default))
+        self.phase_limit = float(self.limits.get(key, default))
+        self.deadline = now + self.phase_limit
         self.z.relay_phase(name, lock if self.req.get("device", "cuda") != "cpu" else None)
+        # Counted from the moment the phase's GPU lock is held, as kgymd
+        # counts its own: waiting for another job to let the GPU go is not
+        # this job's time.
+        self.deadline = time.monotonic() + self.phase_limit
 
     def supervise(self):
         total = float(self.req.get("timeout_s") or 0)
@@ -359,9 +365,9 @@ class Job:
             limit = min(self.deadline, end_total) if end_total else self.deadline
             wait = limit + JUDGE_GRACE_S - time.monotonic()
             if wait <= 0:
-                name, start = self.phase
+                name, _ = self.phase
                 why = "the task's timeout of %g s" % total if end_total and end_total <= self.deadline else \
-                    "its deadline of %.0f s" % (self.deadline - start)
+                    "its deadline of %.0f s" % self.phase_limit
                 return self.fail("TIMEOUT_ERROR", "the %s phase (%s) ran past %s" % (name, PHASES[name][2], why),
                                  self.compiled)
             rd, _, _ = select.select([self.sup_j, self.z.sock], [], [], wait)

@@ -261,6 +261,28 @@ def test_big_problem_runs_alone():
             "admit_alone: %r %s" % (p.stdout, p.stderr[-2000:]))
 
 
+PHASE_AFTER_LOCK = r"""
+import sys, time, types
+sys.path.insert(0, sys.argv[1])
+from kgym_supervisor import Job
+zygote = types.SimpleNamespace(relay_phase=lambda name, lock=None: time.sleep(1.0))   # another job's 1 s on the GPU
+job = Job(zygote)
+job.limits, job.req = {"timing_timeout": 5}, {"device": "cuda"}
+job.enter("timing", "exclusive")
+left = job.deadline - time.monotonic()
+print(4.8 < left <= 5.0, job.phase_limit)
+"""
+
+
+def test_phase_deadline_counts_from_the_lock():
+    """A phase's deadline counts from the moment its GPU lock is held (as
+    kgymd's does): a job that waited 1 s for another job's timing still
+    has its whole timing_timeout."""
+    p = subprocess.run([tp.PY, "-c", PHASE_AFTER_LOCK, os.path.join(k.srcdir(), "plugins", "python")],
+                       capture_output=True, text=True, timeout=300)
+    k.check(p.stdout.split("\n")[:1] == ["True 5.0"], "enter(): %r %s" % (p.stdout, p.stderr[-2000:]))
+
+
 def test_device_memory_waited_for():
     """The judge's wait for device memory another job holds (make_arena):
     it polls until there is enough, and gives up at its deadline with
@@ -433,7 +455,7 @@ def main():
            test_mutate_inputs_timed_caught,
            test_bad_outputs_named, test_never_done_times_out_naming_the_call, test_cached_first_output_caught,
            test_wrong_at_one_trial_caught, test_outputs_poisoned, test_compare_chunked_as_whole,
-           test_device_memory_waited_for, test_big_problem_runs_alone,
+           test_device_memory_waited_for, test_big_problem_runs_alone, test_phase_deadline_counts_from_the_lock,
            test_outputs_over_the_limit_refused,
            test_judge_death_tells_nothing_of_the_host, test_reference_out_of_memory_is_the_problems,
            test_judge_short_of_memory_is_the_problems,

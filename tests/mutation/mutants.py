@@ -15,6 +15,7 @@ or runs past its time limit.  gpu=True: its killing tests need a GPU
 
 JUDGE = "plugins/python/kgym_judge.py"
 JUDGE_TIMING = "plugins/python/kgym_judge_timing.py"
+JUDGE_MEMORY = "plugins/python/kgym_judge_memory.py"
 HARNESS = "plugins/python/kgym_harness.py"
 SUPERVISOR = "plugins/python/kgym_supervisor.py"
 EXECUTOR = "plugins/python/kgym_executor.py"
@@ -156,10 +157,14 @@ MUTANTS = [
       "        allowed = torch.abs(rd).mul_(rtol).add_(atol)",
       "        allowed = torch.abs(rd).mul_(10 * rtol).add_(10 * atol)",
       [TJ + ":test_compare_chunked_as_whole"]),
-    M("py_big_problem_shares", "a problem too big to share the GPU runs alone on it", JUDGE,
+    M("py_big_problem_shares", "a problem too big to share the GPU runs alone on it", JUDGE_MEMORY,
       "        if BIG_PROBLEM_SHARE * 6 * (in_bytes + out_bytes) > total:",
       "        if False:",
       [TJ + ":test_big_problem_runs_alone"]),
+    M("py_deadline_counts_lock_wait", "a phase's deadline counts from the moment its GPU lock is held", SUPERVISOR,
+      "        self.deadline = time.monotonic() + self.phase_limit\n",
+      "        pass\n",
+      [TJ + ":test_phase_deadline_counts_from_the_lock"]),
     M("py_timed_check_nan", "a NaN in a timed call's outputs is caught", "plugins/python/kgym_judge_compare.py",
       "        chunk_bad = torch.logical_not(err <= allowed).any()",
       "        chunk_bad = (err > allowed).any()",
@@ -191,7 +196,7 @@ MUTANTS = [
       "        return scrub_for_client(r, self.job_dir)\n",
       "        return r\n",
       [TP + ":test_no_host_paths_in_errors"]),
-    M("py_arena_off", "nothing executor-side is subtracted from the judge's clock (the arena)", JUDGE,
+    M("py_arena_off", "nothing executor-side is subtracted from the judge's clock (the arena)", JUDGE_MEMORY,
       "        if not self.gpu or self.limits.get(\"output_arena\") is False:\n",
       "        if True:\n",
       ["tests/gpu/judge_gpu_tests.py:test_copy_skip_gains_nothing"], gpu=True),
