@@ -277,6 +277,7 @@ device_load_helpers(char **ret_cause)
 #define F(n, m) { n, offsetof(struct device, m) }
 		F("kg_init", k_init), F("kg_poison", k_poison), F("kg_compare", k_compare),
 		F("kg_hash", k_hash), F("kg_flush", k_flush), F("kg_scrub", k_scrub),
+		F("kg_empty", k_empty),
 #undef F
 	};
 	unsigned char *cubin = NULL;
@@ -584,6 +585,18 @@ device_scrub_shared(char **ret_cause)
 	    1024, 1, 1, (unsigned int)nvdev.max_shared_optin, nvdev.stream, args, NULL)) !=
 	    CUDA_SUCCESS)
 		return device_fail(rc, ret_cause, "helper kernel kg_scrub");
+	return 0;
+}
+
+/* One block of one warp doing nothing: a launch's own cost (timing.c). */
+int
+device_empty_launch(char **ret_cause)
+{
+	CUresult rc;
+
+	if ((rc = nvcu.cuLaunchKernel(nvdev.k_empty, 1, 1, 1, 32, 1, 1, 0, nvdev.stream, NULL,
+	    NULL)) != CUDA_SUCCESS)
+		return device_fail(rc, ret_cause, "helper kernel kg_empty");
 	return 0;
 }
 

@@ -349,7 +349,7 @@ struct device {
 	char *vmm_why_not;	/* when !vmm (malloc'd) */
 	size_t granularity;
 	CUmodule helpers;
-	CUfunction k_init, k_poison, k_compare, k_hash, k_flush, k_scrub;
+	CUfunction k_init, k_poison, k_compare, k_hash, k_flush, k_scrub, k_empty;
 	double helpers_compile_ms;
 	void *nvml_dev;		/* NULL: no SM clock sampling */
 };
@@ -419,6 +419,7 @@ int	device_flush_l2(const struct device_buf *flush, uint32_t salt, char **ret_ca
 /* Zero every SM's shared memory: nothing of one program's blocks is left
  * for the next program to read. */
 int	device_scrub_shared(char **ret_cause);
+int	device_empty_launch(char **ret_cause);
 int	device_upload(CUdeviceptr dst, const void *src, size_t bytes, char **ret_cause);
 /* Blocking: waits for the stream first. */
 int	device_download(void *dst, CUdeviceptr src, size_t bytes, char **ret_cause);
