@@ -938,6 +938,7 @@ struct worker {
 	enum worker_state state;
 	struct job *job;		/* the job it runs */
 	unsigned int jobs_done;
+	char *affinity;			/* its last job's (pool.c); NULL once restarted */
 	bool recycle;			/* replace after this job */
 	bool hello_seen;		/* it started; a death before is a failed start */
 	bool killed_by_us;

@@ -40,6 +40,8 @@ struct job {
 	json_t *request;
 	uint64_t gpu_memory_bytes;
 	char *phase;
+	char *affinity;			/* kgym_job_spec.affinity, or NULL */
+	unsigned int passed_over;	/* times a later job took a worker first */
 	void (*done)(struct kgym_task *, const struct kgym_job_outcome *);
 	struct worker *worker;		/* while running */
 	TAILQ_ENTRY(job) entry;		/* in a queue */
@@ -133,6 +135,7 @@ job_free(struct job *job)
 		return;
 	free(job->backend);
 	free(job->phase);
+	free(job->affinity);
 	json_decref(job->request);
 	free(job);
 }
@@ -251,17 +254,6 @@ pool_gpu_admits(const struct gpu_slotset *g, const struct job *job)
 	return true;
 }
 
-static struct worker *
-pool_idle_slot(struct worker **slots, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (slots[i] != NULL && slots[i]->state == W_IDLE)
-			return slots[i];
-	return NULL;
-}
-
 static void
 pool_start_job(struct worker *w, struct job *job)
 {
@@ -269,6 +261,8 @@ pool_start_job(struct worker *w, struct job *job)
 
 	job->worker = w;
 	w->job = job;
+	free(w->affinity);
+	w->affinity = job->affinity != NULL ? strdup(job->affinity) : NULL;
 	if (g != NULL && job->task != NULL)
 		job->task->gpu = g->index;
 	if (g != NULL) {
@@ -279,35 +273,109 @@ pool_start_job(struct worker *w, struct job *job)
 	proc_send_job(w, job->id, job->backend, job->phase, job->request);
 }
 
+/*
+ * Affinity (kgym_job_spec.affinity).  A worker keeps what its last job set
+ * up for a key -- the python backend's judge server, bound to one
+ * reference -- so a job of that key costs less there: no judge or
+ * reference process to start, no CUDA to bring up for them.  RL training
+ * sends the candidates of one problem together, so an idle worker takes a
+ * job of its own key from among the first POOL_AFFINITY_WINDOW queued
+ * before the head, unless the head has already been passed over
+ * POOL_AFFINITY_PATIENCE times.  A job never waits for its own worker,
+ * and only a job the head could have had the worker for passes it (a big
+ * job that does not fit yet still keeps its place at the head).
+ */
+#define POOL_AFFINITY_WINDOW	64
+#define POOL_AFFINITY_PATIENCE	8
+
+static bool
+pool_same_key(const char *a, const char *b)
+{
+	return a != NULL && b != NULL && strcmp(a, b) == 0;
+}
+
+/* Whether the job may start on the slot set g now (NULL: a CPU worker). */
+static bool
+pool_fits(const struct gpu_slotset *g, const struct job *job)
+{
+	return g == NULL || pool_gpu_admits(g, job);
+}
+
+/* A queued job after the head with w's key that fits on g, or NULL. */
+static struct job *
+pool_job_of_key(struct job *head, const struct worker *w, const struct gpu_slotset *g)
+{
+	struct job *j;
+	unsigned int k = 0;
+
+	if (w->affinity == NULL || head->passed_over >= POOL_AFFINITY_PATIENCE)
+		return NULL;
+	for (j = TAILQ_NEXT(head, entry); j != NULL && k < POOL_AFFINITY_WINDOW;
+	    j = TAILQ_NEXT(j, entry), k++)
+		if (pool_same_key(w->affinity, j->affinity) && pool_fits(g, j))
+			return j;
+	return NULL;
+}
+
+/*
+ * Start one job of the queue (GPU slots when gpu, else the CPU workers):
+ * the head on an idle worker of its key, else a later job of an idle
+ * worker's key, else the head on the first idle worker it fits.  False
+ * when none could start.
+ */
+static bool
+pool_dispatch(struct job_queue *q, bool gpu)
+{
+	struct job *head = TAILQ_FIRST(q), *j;
+	struct worker *w, *any = NULL, **slots;
+	struct gpu_slotset *g;
+	size_t i, s, n, nsets = gpu ? pool_ngpus : 1;
+
+	if (head == NULL)
+		return false;
+	for (i = 0; i < nsets; i++) {
+		g = gpu ? &pool_gpus[i] : NULL;
+		slots = gpu ? g->slots : pool_cpu;
+		n = gpu ? g->nslots : pool_ncpu;
+		if (!pool_fits(g, head))
+			continue;
+		for (s = 0; s < n; s++) {
+			if ((w = slots[s]) == NULL || w->state != W_IDLE)
+				continue;
+			if (pool_same_key(w->affinity, head->affinity))
+				break;
+			if ((j = pool_job_of_key(head, w, g)) != NULL) {
+				head->passed_over++;
+				TAILQ_REMOVE(q, j, entry);
+				pool_start_job(w, j);
+				return true;
+			}
+			if (any == NULL)
+				any = w;
+		}
+		if (s < n) {
+			any = w;
+			break;
+		}
+	}
+	if (any == NULL)
+		return false;
+	TAILQ_REMOVE(q, head, entry);
+	pool_start_job(any, head);
+	return true;
+}
+
 void
 pool_kick(void)
 {
-	struct job *job, *next;
-	struct worker *w;
-	size_t i;
-
 	if (pool_stopping)
 		return;
-	while ((job = TAILQ_FIRST(&pool_cpu_queue)) != NULL &&
-	    (w = pool_idle_slot(pool_cpu, pool_ncpu)) != NULL) {
-		TAILQ_REMOVE(&pool_cpu_queue, job, entry);
-		pool_start_job(w, job);
-	}
-	/*
-	 * GPU jobs in order; a job that does not fit now waits at the head so
-	 * large jobs are not starved by small ones passing them.
-	 */
-	for (job = TAILQ_FIRST(&pool_gpu_queue); job != NULL; job = next) {
-		next = TAILQ_NEXT(job, entry);
-		w = NULL;
-		for (i = 0; i < pool_ngpus && w == NULL; i++)
-			if (pool_gpu_admits(&pool_gpus[i], job))
-				w = pool_idle_slot(pool_gpus[i].slots, pool_gpus[i].nslots);
-		if (w == NULL)
-			break;
-		TAILQ_REMOVE(&pool_gpu_queue, job, entry);
-		pool_start_job(w, job);
-	}
+	while (pool_dispatch(&pool_cpu_queue, false))
+		;
+	/* GPU jobs in order, but for affinity: a job that does not fit now
+	 * waits at the head so large jobs are not starved by small ones. */
+	while (pool_dispatch(&pool_gpu_queue, true))
+		;
 }
 
 int
@@ -318,7 +386,8 @@ pool_job_run(struct task *task, const struct kgym_job_spec *spec,
 	struct job *job;
 	size_t i;
 
-	if (spec == NULL || spec->struct_size < sizeof *spec || spec->backend == NULL ||
+	if (spec == NULL || spec->struct_size < offsetof(struct kgym_job_spec, affinity) ||
+	    spec->backend == NULL ||
 	    done == NULL || (spec->where != KGYM_JOB_CPU && spec->where != KGYM_JOB_GPU)) {
 		*ret_cause = strdup("malformed job spec");
 		return -EINVAL;
@@ -372,6 +441,13 @@ pool_job_run(struct task *task, const struct kgym_job_spec *spec,
 	job->gpu_memory_bytes = spec->gpu_memory_bytes > 0 ? spec->gpu_memory_bytes :
 	    (uint64_t)task->gpu_memory_bytes;
 	job->phase = strdup(spec->phase != NULL ? spec->phase : "run");
+	/* A plugin built before ABI 1.4 has no affinity field. */
+	if (spec->struct_size >= offsetof(struct kgym_job_spec, affinity) +
+	    sizeof spec->affinity && spec->affinity != NULL &&
+	    (job->affinity = strdup(spec->affinity)) == NULL) {
+		job_free(job);
+		return -ENOMEM;
+	}
 	job->done = done;
 	if (job->backend == NULL || job->request == NULL || job->phase == NULL) {
 		job_free(job);
@@ -515,6 +591,9 @@ pool_worker_ready(struct worker *w, const json_t *hello)
 	const char *name, *cc;
 	int major, minor;
 
+	/* A new process: nothing a job set up before is kept in it. */
+	free(w->affinity);
+	w->affinity = NULL;
 	/* The worker measured its GPU; the daemon itself never opens CUDA. */
 	if (g != NULL && json_is_object(gpu)) {
 		mem = json_integer_value(json_object_get(gpu, "memory_bytes"));

@@ -756,6 +756,7 @@ proc_free(struct worker *w)
 	TAILQ_REMOVE(&proc_all, w, entry);
 	json_decref(w->hello);
 	free(w->kill_reason);
+	free(w->affinity);
 	free(w->timed_out_phase);
 	free(w);
 	if (TAILQ_EMPTY(&proc_all) && proc_sigchld != NULL) {

@@ -39,6 +39,9 @@
  *        toolkit built for 1.3 or later) hands out the APIs a toolkit
  *        serves (kgym/toolkit.h); host->toolkit finds one for a backend,
  *        in the daemon and in workers, which now load toolkits too.
+ *   1.4  kgym_job_spec.affinity: what a job can reuse in a worker that ran
+ *        a job of the same key; the pool sends such a job there when it
+ *        can (ARCHITECTURE.md, "Affinity").
  */
 #ifndef KGYM_PLUGIN_H
 #define KGYM_PLUGIN_H
@@ -55,7 +58,7 @@ extern "C" {
 #endif
 
 #define KGYM_PLUGIN_ABI_MAJOR	1
-#define KGYM_PLUGIN_ABI_MINOR	3
+#define KGYM_PLUGIN_ABI_MINOR	4
 
 /* The one symbol a plugin exports. */
 #define KGYM_PLUGIN_SYMBOL	"kgym_plugin"
@@ -104,6 +107,13 @@ struct kgym_job_spec {
 	const json_t *request;		/* handed to the backend's run() */
 	uint64_t gpu_memory_bytes;	/* device memory the job needs; 0: unknown */
 	const char *phase;		/* first phase: "compile", "correctness", ... */
+	/*
+	 * ABI 1.4: a key of what the job can reuse in a worker whose last job
+	 * had the same key (the python backend: the reference's judge server);
+	 * the pool prefers such a worker, never waiting for it.  NULL: none.
+	 * A spec of an older plugin ends before it (struct_size).
+	 */
+	const char *affinity;
 };
 
 /* How a job ended (ABI 1.1).  Valid during the done callback only. */

@@ -357,6 +357,41 @@ pw_key(const json_t *payload, int cls, const char *torch, const char *device,
 	return ok ? 0 : -EIO;
 }
 
+/*
+ * The job's affinity (kgym_job_spec.affinity), as hex: what a zygote's
+ * judge server is bound to -- the reference, its entry point and backend,
+ * the device class -- so that the pool sends the candidates of one problem
+ * to the worker that already has that reference's judge and executor up
+ * (kgym_supervisor.reference_key decides for itself; a worse guess here
+ * costs only speed).
+ */
+static int
+pw_affinity(const json_t *payload, int cls, char hex[65])
+{
+	const char *entry = json_string_value(pw_get(payload, "entry_point"));
+	const char *rb = json_string_value(pw_get(payload, "reference_backend"));
+	unsigned char key[32];
+	unsigned int len = 0, i;
+	EVP_MD_CTX *ctx;
+	int ok;
+
+	if ((ctx = EVP_MD_CTX_new()) == NULL)
+		return -ENOMEM;
+	ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+	    pw_hash_field(ctx, "kgym-python-affinity-1") &&
+	    pw_hash_field(ctx, json_string_value(pw_get(payload, "reference_code"))) &&
+	    pw_hash_field(ctx, entry != NULL ? entry : "Model") &&
+	    pw_hash_field(ctx, rb != NULL ? rb : "eager") &&
+	    pw_hash_field(ctx, cls == PW_CPU ? "cpu" : "cuda") &&
+	    EVP_DigestFinal_ex(ctx, key, &len) && len == 32;
+	EVP_MD_CTX_free(ctx);
+	if (!ok)
+		return -EIO;
+	for (i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", key[i]);
+	return 0;
+}
+
 /* Whether this cache hit is one to measure again (1 in cfg.recheck). */
 static bool
 pw_recheck_now(void)
@@ -522,7 +557,7 @@ pw_start(struct kgym_task *task, const struct route *route, char **ret_cause)
 {
 	const json_t *payload = host->task_payload(task);
 	struct kgym_job_spec js = { .struct_size = sizeof js };
-	char err[PW_ERRLEN], seed[40];
+	char err[PW_ERRLEN], seed[40], affinity[65];
 	unsigned char key[32];
 	const char *cache_state;
 	const json_t *v;
@@ -594,6 +629,8 @@ pw_start(struct kgym_task *task, const struct route *route, char **ret_cause)
 
 	js.backend = t->route.backend;
 	js.where = t->cls == PW_CPU ? KGYM_JOB_CPU : KGYM_JOB_GPU;
+	if (pw_affinity(payload, t->cls, affinity) == 0)
+		js.affinity = affinity;
 	js.request = request;
 	js.phase = "compile";
 	t->t_job = pu_now_ms();

@@ -693,6 +693,30 @@ def test_jobs_of_one_reference_in_a_row():
     k.check(after["correctness"] is True, show(after))
 
 
+def test_affinity_keeps_a_problem_on_its_worker():
+    """The pool sends a job to the worker whose judge server already has
+    its reference (kgym_job_spec.affinity), looking past the head of the
+    queue: two problems queued in pairs (A A B B A A B B ...) on two CPU
+    workers.  In queue order, a worker would mostly get the other
+    problem's job and start a judge and a reference again; with affinity
+    each worker keeps its problem for as long as its jobs are queued, so
+    jobs find their reference's judge server set up ("reused")."""
+    order = ["relu", "relu", "mlp", "mlp"] * 3
+    tasks = [example(p, "torch_correct", task_id="aff%d-%s" % (i, p)) for i, p in enumerate(order)]
+    res = run_tasks(D, tasks)
+    reused = sorted(tid for tid, r in res.items() if (r.get("metadata") or {}).get("reference_process") == "reused")
+    for r in res.values():
+        k.check(r["correctness"] is True, show(r))
+    print("  %d of 12 jobs on their reference's judge server" % len(reused))
+    # Expected 6: A's jobs 5, 6, 9, 10, B's 11, 12 (a worker switching to B
+    # pays twice: a judge of the job's own, then a fresh server); 0 in
+    # queue order.
+    k.check(len(reused) >= 4, "at least 4 of 12 jobs on their reference's judge server: %d (%s); "
+            "reference_process: %r" % (len(reused), reused, sorted(
+                (tid, (r.get("metadata") or {}).get("reference_process"), (r.get("metadata") or {}).get("worker"))
+                for tid, r in res.items())))
+
+
 def test_remove_tree_tolerates_the_wipe():
     """The worker empties its directory once it has the answer, maybe
     before the job's supervisor removes the job's files: that must not make
@@ -792,6 +816,7 @@ def main():
                  test_reference_timing_cache, test_reference_timing_recheck, test_reference_recheck_config,
                  test_max_output_bytes_config,
                  test_no_host_paths_in_errors, test_zygote_serves_many_jobs, test_jobs_of_one_reference_in_a_row,
+                 test_affinity_keeps_a_problem_on_its_worker,
                  test_remove_tree_tolerates_the_wipe,
                  test_validation_at_submit,
                  test_gpu_backends_need_a_gpu,
