@@ -39,9 +39,10 @@ MUTANTS = [
     M("native_dispatch_kept", "the events' own cost is not in a native timing (timing.dispatch_ms)", TIMING,
       "	double net = events_ms - s->dispatch_ms;",
       "	double net = events_ms;",
-      # Events read 1.9-2.4% over CUPTI for plans of 0.13-0.16 ms without
-      # the subtraction (H200); native_tests holds them to 2%.
-      ["tests/gpu/native_tests.py"], gpu=True),
+      # The fake driver's events cost 0.003 ms each; on an H200 events read
+      # 2.2-2.3% over CUPTI for plans of 0.13-0.14 ms under this mutant, and
+      # tests/gpu/native_tests.py (2%) failed (2026-11-29).
+      [NVRTC_EVAL]),
     M("pool_no_affinity", "a job goes to the worker that has its reference's judge server", "kgymd/pool.c",
       "	return a != NULL && b != NULL && strcmp(a, b) == 0;",
       "	return false;",
