@@ -30,12 +30,16 @@ import test_python as tp  # noqa: E402
 SET = os.path.join(here, "kernelbench")
 
 
-def job_of(name, device, trials):
-    """name: levelN/NN_Name.BACKEND_ok (bench/kernelbench's layout)."""
+def job_of(name, device, trials, small=False):
+    """name: levelN/NN_Name.BACKEND_ok (bench/kernelbench's layout); small:
+    at manifest.json's dry_run sizes (bench/kernelbench.py --small)."""
     problem, cand = name.rsplit(".", 1)
     backend = cand.split("_")[0]
     with open(os.path.join(SET, problem + ".py")) as f:
         ref = f.read()
+    if small:
+        with open(os.path.join(SET, "manifest.json")) as f:
+            ref += "\n%s\n" % json.load(f)[problem]["dry_run"]
     with open(os.path.join(SET, name + ".py")) as f:
         code = f.read()
     return {"request": {"reference_code": ref, "kernel_code": code, "backend": backend, "device": device,
@@ -83,12 +87,13 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--small", action="store_true", help="at manifest.json's dry_run sizes")
     args = ap.parse_args()
     tp.PY = args.python
     ok = True
     for name in args.names:
         print("%s (%s, %d timed trials)" % (name, args.device, args.trials))
-        ok = run(args.python, job_of(name, args.device, args.trials), args.top) and ok
+        ok = run(args.python, job_of(name, args.device, args.trials, args.small), args.top) and ok
     return 0 if ok else 1
 
 
