@@ -301,27 +301,60 @@ pool_fits(const struct gpu_slotset *g, const struct job *job)
 	return g == NULL || pool_gpu_admits(g, job);
 }
 
-/* A queued job after the head with w's key that fits on g, or NULL. */
+/* Whether a worker other than w last ran a job of this key. */
+static bool
+pool_key_elsewhere(const char *key, const struct worker *w)
+{
+	size_t i, s;
+
+	if (key == NULL)
+		return false;
+	for (i = 0; i < pool_ngpus; i++)
+		for (s = 0; s < pool_gpus[i].nslots; s++)
+			if (pool_gpus[i].slots[s] != NULL && pool_gpus[i].slots[s] != w &&
+			    pool_same_key(pool_gpus[i].slots[s]->affinity, key))
+				return true;
+	for (s = 0; s < pool_ncpu; s++)
+		if (pool_cpu[s] != NULL && pool_cpu[s] != w &&
+		    pool_same_key(pool_cpu[s]->affinity, key))
+			return true;
+	return false;
+}
+
+/*
+ * A queued job after the head for the idle worker w on g, or NULL (then
+ * the head): one of w's key; else, where another worker has the head's
+ * key, one of a key no worker has yet -- so that a batch of several
+ * problems spreads one problem to a worker, rather than every worker
+ * starting on the first problem and all of them switching after.
+ */
 static struct job *
-pool_job_of_key(struct job *head, const struct worker *w, const struct gpu_slotset *g)
+pool_job_for(struct job *head, const struct worker *w, const struct gpu_slotset *g)
 {
 	struct job *j;
 	unsigned int k = 0;
 
-	if (w->affinity == NULL || head->passed_over >= POOL_AFFINITY_PATIENCE)
+	if (head->passed_over >= POOL_AFFINITY_PATIENCE)
 		return NULL;
-	for (j = TAILQ_NEXT(head, entry); j != NULL && k < POOL_AFFINITY_WINDOW;
-	    j = TAILQ_NEXT(j, entry), k++)
+	for (j = TAILQ_NEXT(head, entry); w->affinity != NULL && j != NULL &&
+	    k < POOL_AFFINITY_WINDOW; j = TAILQ_NEXT(j, entry), k++)
 		if (pool_same_key(w->affinity, j->affinity) && pool_fits(g, j))
+			return j;
+	if (!pool_key_elsewhere(head->affinity, w))
+		return NULL;
+	for (j = TAILQ_NEXT(head, entry), k = 0; j != NULL && k < POOL_AFFINITY_WINDOW;
+	    j = TAILQ_NEXT(j, entry), k++)
+		if (j->affinity != NULL && !pool_same_key(j->affinity, head->affinity) &&
+		    !pool_key_elsewhere(j->affinity, NULL) && pool_fits(g, j))
 			return j;
 	return NULL;
 }
 
 /*
  * Start one job of the queue (GPU slots when gpu, else the CPU workers):
- * the head on an idle worker of its key, else a later job of an idle
- * worker's key, else the head on the first idle worker it fits.  False
- * when none could start.
+ * the head on an idle worker of its key, else a later job an idle worker
+ * is better placed for (pool_job_for), else the head on the first idle
+ * worker it fits.  False when none could start.
  */
 static bool
 pool_dispatch(struct job_queue *q, bool gpu)
@@ -344,7 +377,7 @@ pool_dispatch(struct job_queue *q, bool gpu)
 				continue;
 			if (pool_same_key(w->affinity, head->affinity))
 				break;
-			if ((j = pool_job_of_key(head, w, g)) != NULL) {
+			if ((j = pool_job_for(head, w, g)) != NULL) {
 				head->passed_over++;
 				TAILQ_REMOVE(q, j, entry);
 				pool_start_job(w, j);

@@ -717,6 +717,27 @@ def test_affinity_keeps_a_problem_on_its_worker():
                 for tid, r in res.items())))
 
 
+def test_affinity_spreads_problems():
+    """Two problems queued one after the other (A x4, B x4) on two busy CPU
+    workers: the second to be free starts on B rather than on A's second job,
+    so each worker keeps one problem and most jobs find their judge server
+    set up; without the spread both start on A and both switch to B."""
+    # Two jobs of a third problem first: both workers are busy while the
+    # eight are queued (jobs start as they come, and never wait).
+    order = ["softmax"] * 2 + ["relu"] * 4 + ["mlp"] * 4
+    tasks = [example(p, "torch_correct", task_id="spread%d-%s" % (i, p)) for i, p in enumerate(order)]
+    res = run_tasks(D, tasks)
+    for r in res.values():
+        k.check(r["correctness"] is True, show(r))
+    reused = sorted(tid for tid, r in res.items() if (r.get("metadata") or {}).get("reference_process") == "reused"
+                    and "softmax" not in tid)
+    print("  %d of 8 jobs on their reference's judge server" % len(reused))
+    # Expected 6 (one worker's A 2-4, the other's B 2-4); 2 without the spread.
+    k.check(len(reused) >= 5, "at least 5 of 8 jobs on their reference's judge server: %d; %r" % (
+        len(reused), sorted((tid, (r.get("metadata") or {}).get("reference_process"),
+                             (r.get("metadata") or {}).get("worker")) for tid, r in res.items())))
+
+
 def test_remove_tree_tolerates_the_wipe():
     """The worker empties its directory once it has the answer, maybe
     before the job's supervisor removes the job's files: that must not make
@@ -816,7 +837,7 @@ def main():
                  test_reference_timing_cache, test_reference_timing_recheck, test_reference_recheck_config,
                  test_max_output_bytes_config,
                  test_no_host_paths_in_errors, test_zygote_serves_many_jobs, test_jobs_of_one_reference_in_a_row,
-                 test_affinity_keeps_a_problem_on_its_worker,
+                 test_affinity_keeps_a_problem_on_its_worker, test_affinity_spreads_problems,
                  test_remove_tree_tolerates_the_wipe,
                  test_validation_at_submit,
                  test_gpu_backends_need_a_gpu,

@@ -47,6 +47,10 @@ MUTANTS = [
       "	return a != NULL && b != NULL && strcmp(a, b) == 0;",
       "	return false;",
       [TP + ":test_affinity_keeps_a_problem_on_its_worker"]),
+    M("pool_no_spread", "a batch of problems spreads one problem to a worker", "kgymd/pool.c",
+      "	if (!pool_key_elsewhere(head->affinity, w))\n		return NULL;",
+      "	if (1)\n		return NULL;",
+      [TP + ":test_affinity_spreads_problems"]),
     M("native_lock_fails_open", "no GPU lock to take: no timing (fail closed)", TIMING,
       "	    sizeof(nvrtc_host->phase) || nvrtc_host->gpu_lock == NULL)\n",
       "	    sizeof(nvrtc_host->phase) || nvrtc_host->gpu_lock == NULL)\n"
