@@ -282,8 +282,9 @@ pool_start_job(struct worker *w, struct job *job)
  * job of its own key from among the first POOL_AFFINITY_WINDOW queued
  * before the head, unless the head has already been passed over
  * POOL_AFFINITY_PATIENCE times.  A job never waits for its own worker,
- * and only a job the head could have had the worker for passes it (a big
- * job that does not fit yet still keeps its place at the head).
+ * only a job the head could have had the worker for passes it (a big job
+ * that does not fit yet still keeps its place at the head), and never one
+ * of a lower priority than the head's task.
  */
 #define POOL_AFFINITY_WINDOW	64
 #define POOL_AFFINITY_PATIENCE	8
@@ -299,6 +300,13 @@ static bool
 pool_fits(const struct gpu_slotset *g, const struct job *job)
 {
 	return g == NULL || pool_gpu_admits(g, job);
+}
+
+/* Whether j may start before the head: never a task of a lower priority. */
+static bool
+pool_may_pass(const struct job *j, const struct job *head)
+{
+	return j->task == NULL || head->task == NULL || j->task->prio <= head->task->prio;
 }
 
 /* Whether a worker other than w last ran a job of this key. */
@@ -338,14 +346,16 @@ pool_job_for(struct job *head, const struct worker *w, const struct gpu_slotset 
 		return NULL;
 	for (j = TAILQ_NEXT(head, entry); w->affinity != NULL && j != NULL &&
 	    k < POOL_AFFINITY_WINDOW; j = TAILQ_NEXT(j, entry), k++)
-		if (pool_same_key(w->affinity, j->affinity) && pool_fits(g, j))
+		if (pool_same_key(w->affinity, j->affinity) && pool_may_pass(j, head) &&
+		    pool_fits(g, j))
 			return j;
 	if (!pool_key_elsewhere(head->affinity, w))
 		return NULL;
 	for (j = TAILQ_NEXT(head, entry), k = 0; j != NULL && k < POOL_AFFINITY_WINDOW;
 	    j = TAILQ_NEXT(j, entry), k++)
 		if (j->affinity != NULL && !pool_same_key(j->affinity, head->affinity) &&
-		    !pool_key_elsewhere(j->affinity, NULL) && pool_fits(g, j))
+		    !pool_key_elsewhere(j->affinity, NULL) && pool_may_pass(j, head) &&
+		    pool_fits(g, j))
 			return j;
 	return NULL;
 }

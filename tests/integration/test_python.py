@@ -738,6 +738,39 @@ def test_affinity_spreads_problems():
                              (r.get("metadata") or {}).get("worker")) for tid, r in res.items())))
 
 
+def test_affinity_keeps_priorities():
+    """Affinity never lets a task of a lower priority pass a higher one: two
+    workers busy with problem A, then a high-priority task of B queued
+    before four low-priority ones of A.  The first worker free (A's judge
+    server set up) takes B all the same."""
+    block = [example("relu", "torch_correct", task_id="prio-block%d" % i) for i in range(2)]
+    rest = [dict(example("mlp", "torch_correct", task_id="prio-high"), priority="high")]
+    rest += [dict(example("relu", "torch_correct", task_id="prio-low%d" % i), priority="low") for i in range(4)]
+    c = D.connect()
+    c.sock.settimeout(600)
+    try:
+        ids = []
+        for batch in (block, rest):     # the blockers are running when the rest is queued
+            r = c.request({"op": "submit", "tasks": batch})
+            k.check(r["ok"] and not r["rejected"], "all accepted: %r" % (r,))
+            ids += [a["task_id"] for a in r["accepted"]]
+        rid = c.send({"op": "wait", "task_ids": ids, "timeout_ms": 600000})
+        events, final = c.collect_wait(rid)
+        k.check(final.get("ok") and not final.get("pending"), "all ended: %r" % (final,))
+        res = {e["task_id"]: e["result"] for e in events}
+    finally:
+        c.close()
+    for r in res.values():
+        k.check(r["correctness"] is True, show(r))
+
+    def end(tid):
+        m = res[tid].get("metadata") or {}
+        return m.get("queue_ms", 0) + m.get("job_ms", 0)
+    lows = sorted(end("prio-low%d" % i) for i in range(4))
+    k.check(end("prio-high") < lows[2], "the high-priority task ended at %.0f ms, after the low ones (%s)" % (
+        end("prio-high"), ", ".join("%.0f" % x for x in lows)))
+
+
 def test_remove_tree_tolerates_the_wipe():
     """The worker empties its directory once it has the answer, maybe
     before the job's supervisor removes the job's files: that must not make
@@ -838,6 +871,7 @@ def main():
                  test_max_output_bytes_config,
                  test_no_host_paths_in_errors, test_zygote_serves_many_jobs, test_jobs_of_one_reference_in_a_row,
                  test_affinity_keeps_a_problem_on_its_worker, test_affinity_spreads_problems,
+                 test_affinity_keeps_priorities,
                  test_remove_tree_tolerates_the_wipe,
                  test_validation_at_submit,
                  test_gpu_backends_need_a_gpu,

@@ -51,6 +51,10 @@ MUTANTS = [
       "	if (!pool_key_elsewhere(head->affinity, w))\n		return NULL;",
       "	if (1)\n		return NULL;",
       [TP + ":test_affinity_spreads_problems"]),
+    M("pool_priority_passed", "affinity never lets a lower priority pass a higher one", "kgymd/pool.c",
+      "	return j->task == NULL || head->task == NULL || j->task->prio <= head->task->prio;",
+      "	return true;",
+      [TP + ":test_affinity_keeps_priorities"]),
     M("native_lock_fails_open", "no GPU lock to take: no timing (fail closed)", TIMING,
       "	    sizeof(nvrtc_host->phase) || nvrtc_host->gpu_lock == NULL)\n",
       "	    sizeof(nvrtc_host->phase) || nvrtc_host->gpu_lock == NULL)\n"
