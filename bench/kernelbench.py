@@ -352,6 +352,10 @@ def run_kgymd(args, cases, wlabel, e2e):
                 c.results[wlabel] = res.get(tid)
             c.all_results.setdefault(wlabel, []).append(res.get(tid))
         row["phases_p50_ms"] = phase_breakdown(res.values())
+        row["reference_process"] = {}
+        for r in res.values():
+            how = ((r or {}).get("metadata") or {}).get("reference_process") or "-"
+            row["reference_process"][how] = row["reference_process"].get(how, 0) + 1
         if e2e:
             # Problems of >= 6 GiB first: theirs is a target.
             t_e2e = time.monotonic()
@@ -537,6 +541,8 @@ def report(args, cases, rows):
         if r.get("phases_p50_ms"):
             print("kgymd W=%s, where a task's service time went (p50 ms): %s" % (r["W"], ", ".join(
                 "%s %.0f" % kv for kv in r["phases_p50_ms"].items())))
+            print("kgymd W=%s, the reference's process (reused: its judge server was set up): %s" % (
+                r["W"], ", ".join("%s %d" % kv for kv in sorted(r["reference_process"].items()))))
     for r in rows:
         if r["mode"] == "kgymd" and r["tasks"] < r["planned"]:
             print("kgymd W=%s: %d of %d evaluations ended within --kgymd-budget-s %.0f (the rest cancelled); its "
