@@ -3,8 +3,9 @@
  *
  * The pool owns the worker slots (gpus x workers_per_gpu GPU slots and
  * cpu_workers CPU slots) and the jobs that workflows ask for through
- * host->job_run.  Jobs wait in two FIFO queues (CPU, GPU) until a slot's
- * worker is idle and, for GPU jobs, the GPU admits them:
+ * host->job_run.  Jobs wait in two queues (CPU, GPU), first come first
+ * served but for affinity (pool_dispatch), until a slot's worker is idle
+ * and, for GPU jobs, the GPU admits them:
  *
  *   - memory: a job's gpu_memory_bytes must fit beside what the jobs
  *     already on that GPU declared; a job larger than every GPU fails at
@@ -224,6 +225,9 @@ pool_worker_dying(struct worker *w)
 {
 	/* A killed worker must not hold the GPU, or be granted it, until reaped. */
 	pool_lock_release(w);
+	/* Nor a key: what its last job set up dies with it. */
+	free(w->affinity);
+	w->affinity = NULL;
 	if (w->gpuset != NULL)
 		pool_lock_grant(w->gpuset);
 }
@@ -280,11 +284,11 @@ pool_start_job(struct worker *w, struct job *job)
  * reference process to start, no CUDA to bring up for them.  RL training
  * sends the candidates of one problem together, so an idle worker takes a
  * job of its own key from among the first POOL_AFFINITY_WINDOW queued
- * before the head, unless the head has already been passed over
+ * behind the head, unless the head has already been passed over
  * POOL_AFFINITY_PATIENCE times.  A job never waits for its own worker,
  * only a job the head could have had the worker for passes it (a big job
  * that does not fit yet still keeps its place at the head), and never one
- * of a lower priority than the head's task.
+ * whose task has a lower priority than any job it would pass.
  */
 #define POOL_AFFINITY_WINDOW	64
 #define POOL_AFFINITY_PATIENCE	8
@@ -302,14 +306,33 @@ pool_fits(const struct gpu_slotset *g, const struct job *job)
 	return g == NULL || pool_gpu_admits(g, job);
 }
 
-/* Whether j may start before the head: never a task of a lower priority. */
-static bool
-pool_may_pass(const struct job *j, const struct job *head)
+/*
+ * The most urgent priority among the queued jobs from the head up to (not
+ * including) `upto`, given the one before: a job may pass them only if its
+ * task is as urgent (PRIO_HIGH is the smallest).  A job whose task has
+ * gone counts as neither.
+ */
+static enum task_prio
+pool_most_urgent(const struct job *j, enum task_prio so_far)
 {
-	return j->task == NULL || head->task == NULL || j->task->prio <= head->task->prio;
+	return j->task != NULL && j->task->prio < so_far ? j->task->prio : so_far;
 }
 
-/* Whether a worker other than w last ran a job of this key. */
+static bool
+pool_may_pass(const struct job *j, enum task_prio most_urgent)
+{
+	return j->task == NULL || j->task->prio <= most_urgent;
+}
+
+/* Whether w holds a key that counts: a worker that is up. */
+static bool
+pool_worker_has_key(const struct worker *w, const char *key)
+{
+	return w != NULL && (w->state == W_IDLE || w->state == W_BUSY ||
+	    w->state == W_LOCK_WAIT) && pool_same_key(w->affinity, key);
+}
+
+/* Whether a worker other than w (up) last ran a job of this key. */
 static bool
 pool_key_elsewhere(const char *key, const struct worker *w)
 {
@@ -319,12 +342,11 @@ pool_key_elsewhere(const char *key, const struct worker *w)
 		return false;
 	for (i = 0; i < pool_ngpus; i++)
 		for (s = 0; s < pool_gpus[i].nslots; s++)
-			if (pool_gpus[i].slots[s] != NULL && pool_gpus[i].slots[s] != w &&
-			    pool_same_key(pool_gpus[i].slots[s]->affinity, key))
+			if (pool_gpus[i].slots[s] != w &&
+			    pool_worker_has_key(pool_gpus[i].slots[s], key))
 				return true;
 	for (s = 0; s < pool_ncpu; s++)
-		if (pool_cpu[s] != NULL && pool_cpu[s] != w &&
-		    pool_same_key(pool_cpu[s]->affinity, key))
+		if (pool_cpu[s] != w && pool_worker_has_key(pool_cpu[s], key))
 			return true;
 	return false;
 }
@@ -337,24 +359,28 @@ pool_key_elsewhere(const char *key, const struct worker *w)
  * starting on the first problem and all of them switching after.
  */
 static struct job *
-pool_job_for(struct job *head, const struct worker *w, const struct gpu_slotset *g)
+pool_job_to_pass_head(struct job *head, const struct worker *w, const struct gpu_slotset *g)
 {
+	enum task_prio urgent;
 	struct job *j;
-	unsigned int k = 0;
+	unsigned int k;
 
 	if (head->passed_over >= POOL_AFFINITY_PATIENCE)
 		return NULL;
-	for (j = TAILQ_NEXT(head, entry); w->affinity != NULL && j != NULL &&
-	    k < POOL_AFFINITY_WINDOW; j = TAILQ_NEXT(j, entry), k++)
-		if (pool_same_key(w->affinity, j->affinity) && pool_may_pass(j, head) &&
+	urgent = pool_most_urgent(head, PRIO__COUNT);
+	for (j = TAILQ_NEXT(head, entry), k = 0; w->affinity != NULL && j != NULL &&
+	    k < POOL_AFFINITY_WINDOW; urgent = pool_most_urgent(j, urgent),
+	    j = TAILQ_NEXT(j, entry), k++)
+		if (pool_same_key(w->affinity, j->affinity) && pool_may_pass(j, urgent) &&
 		    pool_fits(g, j))
 			return j;
 	if (!pool_key_elsewhere(head->affinity, w))
 		return NULL;
+	urgent = pool_most_urgent(head, PRIO__COUNT);
 	for (j = TAILQ_NEXT(head, entry), k = 0; j != NULL && k < POOL_AFFINITY_WINDOW;
-	    j = TAILQ_NEXT(j, entry), k++)
+	    urgent = pool_most_urgent(j, urgent), j = TAILQ_NEXT(j, entry), k++)
 		if (j->affinity != NULL && !pool_same_key(j->affinity, head->affinity) &&
-		    !pool_key_elsewhere(j->affinity, NULL) && pool_may_pass(j, head) &&
+		    !pool_key_elsewhere(j->affinity, NULL) && pool_may_pass(j, urgent) &&
 		    pool_fits(g, j))
 			return j;
 	return NULL;
@@ -363,14 +389,14 @@ pool_job_for(struct job *head, const struct worker *w, const struct gpu_slotset 
 /*
  * Start one job of the queue (GPU slots when gpu, else the CPU workers):
  * the head on an idle worker of its key, else a later job an idle worker
- * is better placed for (pool_job_for), else the head on the first idle
- * worker it fits.  False when none could start.
+ * is better placed for (pool_job_to_pass_head), else the head on the
+ * first idle worker it fits.  False when none could start.
  */
 static bool
 pool_dispatch(struct job_queue *q, bool gpu)
 {
 	struct job *head = TAILQ_FIRST(q), *j;
-	struct worker *w, *any = NULL, **slots;
+	struct worker *w, *first_idle = NULL, **slots;
 	struct gpu_slotset *g;
 	size_t i, s, n, nsets = gpu ? pool_ngpus : 1;
 
@@ -387,24 +413,24 @@ pool_dispatch(struct job_queue *q, bool gpu)
 				continue;
 			if (pool_same_key(w->affinity, head->affinity))
 				break;
-			if ((j = pool_job_for(head, w, g)) != NULL) {
+			if ((j = pool_job_to_pass_head(head, w, g)) != NULL) {
 				head->passed_over++;
 				TAILQ_REMOVE(q, j, entry);
 				pool_start_job(w, j);
 				return true;
 			}
-			if (any == NULL)
-				any = w;
+			if (first_idle == NULL)
+				first_idle = w;
 		}
-		if (s < n) {
-			any = w;
+		if (s < n) {		/* an idle worker of the head's key */
+			first_idle = w;
 			break;
 		}
 	}
-	if (any == NULL)
+	if (first_idle == NULL)
 		return false;
 	TAILQ_REMOVE(q, head, entry);
-	pool_start_job(any, head);
+	pool_start_job(first_idle, head);
 	return true;
 }
 

@@ -562,7 +562,7 @@ void
 profile_job_begin(const struct evaluate *ev)
 {
 	const CUfunction helpers[] = { nvdev.k_init, nvdev.k_poison, nvdev.k_compare,
-	    nvdev.k_hash, nvdev.k_flush, nvdev.k_scrub };
+	    nvdev.k_hash, nvdev.k_flush, nvdev.k_scrub, nvdev.k_empty };
 	const struct evaluate_prog *progs[2] = { &ev->ref, &ev->sol };
 	const enum profile_owner owners[2] = { PROFILE_REFERENCE, PROFILE_SOLUTION };
 	struct profdata *pd;

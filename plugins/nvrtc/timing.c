@@ -498,11 +498,12 @@ timing_run(struct evaluate *ev, json_t *result, char **ret_cause)
 	/* No slot holds a stale count (without a reference they stay zero). */
 	if (device_zero(verify.slots.ptr, verify.slots.bytes, &cause) < 0)
 		verdict_cuda_failure(ev, "the timing setup", cause);
-	/* The events' own cost, before CUPTI starts (it would record ours). */
+	profile_job_begin(ev);			/* profile.c: CUPTI per call from here */
+	/* The events' own cost, with CUPTI collecting or not as during the
+	 * timed calls (kg_empty is one of profile.c's own kernels). */
 	if (ev->code == NULL && timing_dispatch(ev, &flush, &sol.dispatch_ms, &cause) < 0)
 		verdict_cuda_failure(ev, "measuring the events' own cost", cause);
 	ref.dispatch_ms = sol.dispatch_ms;
-	profile_job_begin(ev);			/* profile.c: CUPTI per call from here */
 	/* Nothing the correctness trials left in __device__ state is kept. */
 	if (ev->code == NULL)
 		timing_reset_state(ev, "the reset before timing");

@@ -693,64 +693,24 @@ def test_jobs_of_one_reference_in_a_row():
     k.check(after["correctness"] is True, show(after))
 
 
-def test_affinity_keeps_a_problem_on_its_worker():
-    """The pool sends a job to the worker whose judge server already has
-    its reference (kgym_job_spec.affinity), looking past the head of the
-    queue: two problems queued in pairs (A A B B A A B B ...) on two CPU
-    workers.  In queue order, a worker would mostly get the other
-    problem's job and start a judge and a reference again; with affinity
-    each worker keeps its problem for as long as its jobs are queued, so
-    jobs find their reference's judge server set up ("reused")."""
-    order = ["relu", "relu", "mlp", "mlp"] * 3
-    tasks = [example(p, "torch_correct", task_id="aff%d-%s" % (i, p)) for i, p in enumerate(order)]
-    res = run_tasks(D, tasks)
-    reused = sorted(tid for tid, r in res.items() if (r.get("metadata") or {}).get("reference_process") == "reused")
-    for r in res.values():
-        k.check(r["correctness"] is True, show(r))
-    print("  %d of 12 jobs on their reference's judge server" % len(reused))
-    # Expected 6: A's jobs 5, 6, 9, 10, B's 11, 12 (a worker switching to B
-    # pays twice: a judge of the job's own, then a fresh server); 0 in
-    # queue order.
-    k.check(len(reused) >= 4, "at least 4 of 12 jobs on their reference's judge server: %d (%s); "
-            "reference_process: %r" % (len(reused), reused, sorted(
-                (tid, (r.get("metadata") or {}).get("reference_process"), (r.get("metadata") or {}).get("worker"))
-                for tid, r in res.items())))
+def copy_of(problem, tag, task_id, **extra):
+    """The example's correct torch candidate for a copy of its reference
+    that differs by a comment: a problem of its own (another affinity key,
+    another judge server) that costs the same."""
+    t = example(problem, "torch_correct", task_id=task_id)
+    t["payload"]["reference_code"] += "\n# copy %s\n" % tag
+    t.update(extra)
+    return t
 
 
-def test_affinity_spreads_problems():
-    """Two problems queued one after the other (A x4, B x4) on two busy CPU
-    workers: the second to be free starts on B rather than on A's second job,
-    so each worker keeps one problem and most jobs find their judge server
-    set up; without the spread both start on A and both switch to B."""
-    # Two jobs of a third problem first: both workers are busy while the
-    # eight are queued (jobs start as they come, and never wait).
-    order = ["softmax"] * 2 + ["relu"] * 4 + ["mlp"] * 4
-    tasks = [example(p, "torch_correct", task_id="spread%d-%s" % (i, p)) for i, p in enumerate(order)]
-    res = run_tasks(D, tasks)
-    for r in res.values():
-        k.check(r["correctness"] is True, show(r))
-    reused = sorted(tid for tid, r in res.items() if (r.get("metadata") or {}).get("reference_process") == "reused"
-                    and "softmax" not in tid)
-    print("  %d of 8 jobs on their reference's judge server" % len(reused))
-    # Expected 6 (one worker's A 2-4, the other's B 2-4); 2 without the spread.
-    k.check(len(reused) >= 5, "at least 5 of 8 jobs on their reference's judge server: %d; %r" % (
-        len(reused), sorted((tid, (r.get("metadata") or {}).get("reference_process"),
-                             (r.get("metadata") or {}).get("worker")) for tid, r in res.items())))
-
-
-def test_affinity_keeps_priorities():
-    """Affinity never lets a task of a lower priority pass a higher one: two
-    workers busy with problem A, then a high-priority task of B queued
-    before four low-priority ones of A.  The first worker free (A's judge
-    server set up) takes B all the same."""
-    block = [example("relu", "torch_correct", task_id="prio-block%d" % i) for i in range(2)]
-    rest = [dict(example("mlp", "torch_correct", task_id="prio-high"), priority="high")]
-    rest += [dict(example("relu", "torch_correct", task_id="prio-low%d" % i), priority="low") for i in range(4)]
+def submit_in_turn(*batches):
+    """Submit each batch once the one before is accepted (the jobs of the
+    first start while the rest are queued), then wait for all."""
     c = D.connect()
     c.sock.settimeout(600)
     try:
         ids = []
-        for batch in (block, rest):     # the blockers are running when the rest is queued
+        for batch in batches:
             r = c.request({"op": "submit", "tasks": batch})
             k.check(r["ok"] and not r["rejected"], "all accepted: %r" % (r,))
             ids += [a["task_id"] for a in r["accepted"]]
@@ -762,13 +722,97 @@ def test_affinity_keeps_priorities():
         c.close()
     for r in res.values():
         k.check(r["correctness"] is True, show(r))
+    return res
 
-    def end(tid):
+
+def reused_of(res, prefix):
+    return sorted(tid for tid, r in res.items() if tid.startswith(prefix) and
+                  (r.get("metadata") or {}).get("reference_process") == "reused")
+
+
+def where_of(res):
+    return sorted((tid, (r.get("metadata") or {}).get("reference_process"), (r.get("metadata") or {}).get("worker"))
+                  for tid, r in res.items())
+
+
+def test_affinity_keeps_a_problem_on_its_worker():
+    """The pool sends a job to the worker whose judge server already has
+    its reference (kgym_job_spec.affinity), looking past the head of the
+    queue: two problems of equal cost queued in pairs (A A B B A A B B ...)
+    behind two busy CPU workers.  In queue order a worker would mostly get
+    the other problem's job and start a judge and a reference again; with
+    affinity each keeps its problem, and most jobs find their reference's
+    judge server set up ("reused")."""
+    block = [copy_of("relu", "C", "keep-block%d" % i) for i in range(2)]
+    rest = [copy_of("relu", "AB"[(i // 2) % 2], "keep%d-%s" % (i, "AB"[(i // 2) % 2])) for i in range(12)]
+    res = submit_in_turn(block, rest)
+    reused = reused_of(res, "keep")
+    print("  %d of 12 jobs on their reference's judge server" % len(reused))
+    # Expected 8: all but each worker's first two jobs of its problem (a
+    # worker switching pays a judge of its own, then a fresh server); about
+    # none in queue order.
+    k.check(len(reused) >= 5, "at least 5 of 12 jobs on their reference's judge server: %d; %r" % (
+        len(reused), where_of(res)))
+
+
+def test_affinity_spreads_problems():
+    """Two problems of equal cost queued one after the other (A x4, B x4)
+    behind two busy CPU workers: the second to be free starts on B rather
+    than on A's second job, so each worker keeps one problem and most jobs
+    find their judge server set up; without the spread both start on A and
+    both switch to B."""
+    block = [copy_of("relu", "C", "spread-block%d" % i) for i in range(2)]
+    rest = [copy_of("relu", p, "spread%d-%s" % (i, p)) for i, p in enumerate("AAAABBBB")]
+    res = submit_in_turn(block, rest)
+    reused = [t for t in reused_of(res, "spread") if "block" not in t]
+    print("  %d of 8 jobs on their reference's judge server" % len(reused))
+    # Expected 4 or more (each worker's jobs of its problem after its first
+    # two); about none without the spread, both workers switching twice.
+    k.check(len(reused) >= 3, "at least 3 of 8 jobs on their reference's judge server: %d; %r" % (
+        len(reused), where_of(res)))
+
+
+def test_affinity_keeps_priorities():
+    """Affinity never lets a task pass a more urgent one queued before it.
+    Both workers busy with problem X, then queued: (1) a high-priority task
+    of B before four low-priority ones of X: the first worker free (X's
+    judge server set up) takes B all the same; (2) a low-priority task of A
+    at the head, a high-priority one of B, a low-priority one of X: X's job
+    does not pass B's (it may pass A's, of its own priority)."""
+    def started(res, tid):
         m = res[tid].get("metadata") or {}
-        return m.get("queue_ms", 0) + m.get("job_ms", 0)
-    lows = sorted(end("prio-low%d" % i) for i in range(4))
-    k.check(end("prio-high") < lows[2], "the high-priority task ended at %.0f ms, after the low ones (%s)" % (
-        end("prio-high"), ", ".join("%.0f" % x for x in lows)))
+        return m.get("queue_ms", 0) + m.get("job_ms", 0) - m.get("backend_ms", 0)
+    block = [copy_of("relu", "X", "prio1-block%d" % i) for i in range(2)]
+    high = [copy_of("relu", "B", "prio1-high", priority="high")]
+    low = [copy_of("relu", "X", "prio1-low%d" % i, priority="low") for i in range(4)]
+    res = submit_in_turn(block, high + low)
+    lows = sorted(started(res, "prio1-low%d" % i) for i in range(4))
+    k.check(started(res, "prio1-high") < lows[1], "the high-priority task started at %.0f ms, after low ones "
+            "(%s): %r" % (started(res, "prio1-high"), ", ".join("%.0f" % x for x in lows), where_of(res)))
+    block = [copy_of("relu", "X", "prio2-block%d" % i) for i in range(2)]
+    res = submit_in_turn(block, [copy_of("relu", "A", "prio2-a", priority="low")],
+                         [copy_of("relu", "B", "prio2-b", priority="high"),
+                          copy_of("relu", "X", "prio2-x", priority="low")])
+    k.check(started(res, "prio2-b") < started(res, "prio2-x"), "the low-priority job of the idle worker's key "
+            "passed the high-priority one queued before it: %r" % where_of(res))
+
+
+def test_affinity_passes_the_head_8_times_at_most():
+    """A job passed over for other workers' keys starts after 8 passes at
+    most: both workers busy with problem X, then one job of A queued before
+    twelve of X.  Each worker free would take X's next job; after 8 of
+    them, A's goes first."""
+    def started(res, tid):
+        m = res[tid].get("metadata") or {}
+        return m.get("queue_ms", 0) + m.get("job_ms", 0) - m.get("backend_ms", 0)
+    block = [copy_of("relu", "X", "patience-block%d" % i) for i in range(2)]
+    rest = [copy_of("relu", "A", "patience-a")] + [copy_of("relu", "X", "patience-x%d" % i) for i in range(12)]
+    res = submit_in_turn(block, rest)
+    xs = sorted(started(res, "patience-x%d" % i) for i in range(12))
+    before = sum(1 for x in xs if x < started(res, "patience-a"))
+    print("  %d of X's 12 jobs started before A's" % before)
+    k.check(before <= 9, "%d of X's jobs started before A's (8 passes allowed, and one more may start "
+            "beside it): %r" % (before, where_of(res)))
 
 
 def test_remove_tree_tolerates_the_wipe():
@@ -871,7 +915,7 @@ def main():
                  test_max_output_bytes_config,
                  test_no_host_paths_in_errors, test_zygote_serves_many_jobs, test_jobs_of_one_reference_in_a_row,
                  test_affinity_keeps_a_problem_on_its_worker, test_affinity_spreads_problems,
-                 test_affinity_keeps_priorities,
+                 test_affinity_keeps_priorities, test_affinity_passes_the_head_8_times_at_most,
                  test_remove_tree_tolerates_the_wipe,
                  test_validation_at_submit,
                  test_gpu_backends_need_a_gpu,
