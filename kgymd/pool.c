@@ -307,10 +307,10 @@ pool_fits(const struct gpu_slotset *g, const struct job *job)
 }
 
 /*
- * The most urgent priority among the queued jobs from the head up to (not
- * including) `upto`, given the one before: a job may pass them only if its
- * task is as urgent (PRIO_HIGH is the smallest).  A job whose task has
- * gone counts as neither.
+ * The more urgent of so_far and j's priority (PRIO_HIGH is the smallest):
+ * folded over the jobs a candidate would pass, from the head on, so that
+ * it passes only jobs no more urgent than its own (pool_may_pass).  A job
+ * whose task has gone counts as neither.
  */
 static enum task_prio
 pool_most_urgent(const struct job *j, enum task_prio so_far)
