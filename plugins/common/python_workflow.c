@@ -326,6 +326,25 @@ pw_set_timeout(struct kgym_task *task, const json_t *payload, json_t *request)
 	return json_object_set_new(request, "timeout_s", json_real(left)) == 0 ? 0 : -ENOMEM;
 }
 
+/* SHA-256 of n length-prefixed fields (pw_hash_field). */
+static int
+pw_digest(const char *const *fields, size_t n, unsigned char key[32])
+{
+	unsigned int len = 0;
+	EVP_MD_CTX *ctx;
+	size_t i;
+	int ok;
+
+	if ((ctx = EVP_MD_CTX_new()) == NULL)
+		return -ENOMEM;
+	ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	for (i = 0; i < n && ok; i++)
+		ok = pw_hash_field(ctx, fields[i]);
+	ok = ok && EVP_DigestFinal_ex(ctx, key, &len) && len == 32;
+	EVP_MD_CTX_free(ctx);
+	return ok ? 0 : -EIO;
+}
+
 /* The cache key of a payload's reference timing in environment (torch, device). */
 static int
 pw_key(const json_t *payload, int cls, const char *torch, const char *device,
@@ -335,26 +354,14 @@ pw_key(const json_t *payload, int cls, const char *torch, const char *device,
 	const char *rb = json_string_value(pw_get(payload, "reference_backend"));
 	const json_t *trials = pw_get(payload, "num_perf_trials");
 	char ntrials[32];
-	unsigned int len = 0;
-	EVP_MD_CTX *ctx;
-	int ok;
+	const char *fields[] = { "kgym-python-reference-timing-1",
+	    json_string_value(pw_get(payload, "reference_code")), entry != NULL ? entry : "Model",
+	    pw_perf_seed, ntrials, cls == PW_CPU ? "cpu" : "cuda", device,
+	    rb != NULL ? rb : "eager", torch };
 
 	snprintf(ntrials, sizeof ntrials, "%lld", trials != NULL ?
 	    (long long)json_integer_value(trials) : 100LL);
-	if ((ctx = EVP_MD_CTX_new()) == NULL)
-		return -ENOMEM;
-	ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
-	    pw_hash_field(ctx, "kgym-python-reference-timing-1") &&
-	    pw_hash_field(ctx, json_string_value(pw_get(payload, "reference_code"))) &&
-	    pw_hash_field(ctx, entry != NULL ? entry : "Model") &&
-	    pw_hash_field(ctx, pw_perf_seed) && pw_hash_field(ctx, ntrials) &&
-	    pw_hash_field(ctx, cls == PW_CPU ? "cpu" : "cuda") &&
-	    pw_hash_field(ctx, device) &&
-	    pw_hash_field(ctx, rb != NULL ? rb : "eager") &&
-	    pw_hash_field(ctx, torch) &&
-	    EVP_DigestFinal_ex(ctx, key, &len) && len == 32;
-	EVP_MD_CTX_free(ctx);
-	return ok ? 0 : -EIO;
+	return pw_digest(fields, sizeof fields / sizeof fields[0], key);
 }
 
 /*
@@ -370,23 +377,15 @@ pw_affinity(const json_t *payload, int cls, char hex[65])
 {
 	const char *entry = json_string_value(pw_get(payload, "entry_point"));
 	const char *rb = json_string_value(pw_get(payload, "reference_backend"));
+	const char *fields[] = { "kgym-python-affinity-1",
+	    json_string_value(pw_get(payload, "reference_code")), entry != NULL ? entry : "Model",
+	    rb != NULL ? rb : "eager", cls == PW_CPU ? "cpu" : "cuda" };
 	unsigned char key[32];
-	unsigned int len = 0, i;
-	EVP_MD_CTX *ctx;
-	int ok;
+	unsigned int i;
+	int error;
 
-	if ((ctx = EVP_MD_CTX_new()) == NULL)
-		return -ENOMEM;
-	ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
-	    pw_hash_field(ctx, "kgym-python-affinity-1") &&
-	    pw_hash_field(ctx, json_string_value(pw_get(payload, "reference_code"))) &&
-	    pw_hash_field(ctx, entry != NULL ? entry : "Model") &&
-	    pw_hash_field(ctx, rb != NULL ? rb : "eager") &&
-	    pw_hash_field(ctx, cls == PW_CPU ? "cpu" : "cuda") &&
-	    EVP_DigestFinal_ex(ctx, key, &len) && len == 32;
-	EVP_MD_CTX_free(ctx);
-	if (!ok)
-		return -EIO;
+	if ((error = pw_digest(fields, sizeof fields / sizeof fields[0], key)) < 0)
+		return error;
 	for (i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", key[i]);
 	return 0;
