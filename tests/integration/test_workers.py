@@ -276,6 +276,33 @@ def test_memory_admission():
             k.check(b[0] >= a[1], "600M jobs on a 1G GPU never run together: %r" % iv)
 
 
+def test_job_affinity():
+    """kgym_job_spec.affinity: a job goes to the idle worker whose last job
+    had its key, not to the first idle one; a spec of a plugin built for
+    ABI 1.3 ends before the field, and nothing after its struct_size is
+    read (the selftest plugin leaves a pointer there no one may follow)."""
+    with k.Daemon(workers_conf="cpu_workers = 2\n" + WORKERS) as d:
+        wait_ready(d, 2)
+        first = [k.selftest_task(400), k.selftest_task(0)]     # the first busy: K goes to the other
+        first[1]["payload"]["affinity"] = "K"
+        r = d.request({"op": "submit", "tasks": first, "wait": True})
+        events, _ = d.client.collect_wait(r["id"])
+        where = {e["task_id"]: e["result"]["metadata"]["worker"] for e in events}
+        keyed = where[r["accepted"][1]["task_id"]]
+        k.check(where[r["accepted"][0]["task_id"]] != keyed, "the two ran side by side: %r" % where)
+        for _ in range(3):
+            e = run_task(d, action="ok", affinity="K")
+            k.check(e["result"]["metadata"]["worker"] == keyed,
+                    "a job of key K went to %s, not to %s, which ran K last" % (e["result"]["metadata"]["worker"],
+                                                                               keyed))
+        e = run_task(d, action="ok", spec_abi_1_3=True)
+        k.check(e["state"] == "completed" and e["result"]["correctness"] is True, e)
+        bad = k.selftest_task(0)
+        bad["payload"]["affinity"] = 7
+        r = d.request({"op": "submit", "task": bad})
+        k.check(r["rejected"] and "affinity" in r["rejected"][0]["error"]["message"], r)
+
+
 def test_unstartable_worker_backs_off():
     with k.Daemon(worker="/nonexistent/kgymd-worker", workers_conf="cpu_workers = 1") as d:
         time.sleep(1.5)
@@ -384,6 +411,6 @@ if __name__ == "__main__":
     k.run([test_each_action_and_recovery, test_toolkit_in_worker, test_no_secret_reachable,
            test_cancel_kills_running_job,
            test_exclusive_never_overlaps, test_writer_not_starved,
-           test_relocking_jobs_never_deadlock, test_memory_admission,
+           test_relocking_jobs_never_deadlock, test_memory_admission, test_job_affinity,
            test_unstartable_worker_backs_off, test_1000_task_mix, test_results_name_their_gpu,
            test_auto_worker_counts])

@@ -84,6 +84,16 @@ selftest_validate(const json_t *payload, char **ret_cause)
 		*ret_cause = selftest_strdup("'in_daemon': expected a boolean");
 		return -EINVAL;
 	}
+	if (json_object_get(payload, "affinity") != NULL &&
+	    !json_is_string(json_object_get(payload, "affinity"))) {
+		*ret_cause = selftest_strdup("'affinity': expected a string");
+		return -EINVAL;
+	}
+	if (json_object_get(payload, "spec_abi_1_3") != NULL &&
+	    !json_is_boolean(json_object_get(payload, "spec_abi_1_3"))) {
+		*ret_cause = selftest_strdup("'spec_abi_1_3': expected a boolean");
+		return -EINVAL;
+	}
 	if (json_is_true(in_daemon) && i > 2) {
 		*ret_cause = selftest_strdup("'in_daemon': only ok, incorrect and fail run in the daemon");
 		return -EINVAL;
@@ -162,6 +172,14 @@ selftest_start(struct kgym_task *task, char **ret_cause)
 	spec.phase = phase != NULL ? phase : "correctness";
 	spec.gpu_memory_bytes = (uint64_t)json_integer_value(json_object_get(payload,
 	    "gpu_memory_bytes"));
+	spec.affinity = json_string_value(json_object_get(payload, "affinity"));
+	if (json_is_true(json_object_get(payload, "spec_abi_1_3"))) {
+		/* A spec as a plugin built for ABI 1.3 makes it: it ends before
+		 * affinity, and what lies after it is nobody's to read (a
+		 * pointer no one may follow). */
+		spec.struct_size = offsetof(struct kgym_job_spec, affinity);
+		spec.affinity = (const char *)(uintptr_t)1;
+	}
 	return host->job_run(task, &spec, selftest_job_done, ret_cause);
 }
 
