@@ -43,6 +43,10 @@ MUTANTS = [
       # 2.2-2.3% over CUPTI for plans of 0.13-0.14 ms under this mutant, and
       # tests/gpu/native_tests.py (2%) failed (2026-11-29).
       [NVRTC_EVAL]),
+    M("native_short_plan_free", "a plan shorter than the events' cost keeps half its time", TIMING,
+      "	return net > events_ms / 2 ? net : events_ms / 2;",
+      "	return net;",
+      [NVRTC_EVAL]),
     M("pool_no_affinity", "a job goes to the worker that has its reference's judge server", "kgymd/pool.c",
       "	return a != NULL && b != NULL && strcmp(a, b) == 0;",
       "	return false;",

@@ -638,6 +638,7 @@ static const struct fake_kernel fake_kernels[] = {
 	{ "kg_empty", 0, { 0 }, 0, 1024, 0, kg_empty },
 	{ "vadd_ref", P4, 0.100, 1024, 0, vadd_ref },
 	{ "vadd", P4, 0.050, 1024, 0, vadd },
+	{ "vadd_quick", P4, 0.002, 1024, 0, vadd },	/* shorter than the events' cost */
 	{ "vadd_off", P4, 0.050, 1024, 0, vadd_off },
 	{ "vadd_half", P4, 0.050, 1024, 0, vadd_half },
 	{ "vadd_mutate", P4, 0.050, 1024, 0, vadd_mutate },

@@ -1094,6 +1094,23 @@ test_eval_simple_timing(void **state)
 	json_decref(res);
 }
 
+/*
+ * A plan shorter than the events' own cost (0.002 ms against 0.003): the
+ * sample keeps half the events' time (0.0025), not the 0.002 a plain
+ * subtraction gives -- an error in the calibration of a few microseconds
+ * cannot make a short kernel look free (timing_sample).
+ */
+static void
+test_eval_short_plan_keeps_half(void **state)
+{
+	json_t *res = run(request("vadd_quick", 200));
+
+	if (!json_is_true(json_object_get(res, "correctness")))
+		fail_msg("%s", json_dumps(res, JSON_INDENT(1)));
+	assert_true(fabs(json_real_value(json_object_get(res, "kernel_runtime")) - 0.0025) < 0.0001);
+	json_decref(res);
+}
+
 static void
 test_eval_simple_size_sets(void **state)
 {
@@ -1355,6 +1372,7 @@ main(void)
 		cmocka_unit_test(test_eval_bad_requests),
 		cmocka_unit_test(test_eval_test_cases),
 		cmocka_unit_test(test_eval_simple_timing),
+		cmocka_unit_test(test_eval_short_plan_keeps_half),
 		cmocka_unit_test(test_eval_simple_size_sets),
 		cmocka_unit_test(test_eval_simple_needs_reference),
 		cmocka_unit_test(test_eval_simple_hidden_trials),
