@@ -583,6 +583,8 @@ def main():
     ap.add_argument("--report-only", action="store_true", help="exit 0 even when a target is missed")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()
+    if args.small_repeat < 1:
+        ap.error("--small-repeat: expected 1 or more, got %d" % args.small_repeat)
     args.device = "cpu" if args.dry_run else "cuda"
     args.python = args.python or (tp.PY if args.dry_run else "/opt/torch/.venv/bin/python3")
     args.baseline_python = args.python
