@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import time
 from typing import Any, AsyncIterator, Dict, List, Optional, cast
 
 from .errors import ConnectionLost, ProtocolError, TooLarge, from_error
@@ -35,6 +37,35 @@ class _Call:
         return cast(Dict[str, Any], msg)
 
 
+# How long a connect waits for room in kgymd's listen backlog.
+_BACKLOG_WAIT_S = 10.0
+
+
+async def _connect_unix(path: str) -> socket.socket:
+    """A connected Unix socket.  A non-blocking connect to a Unix socket
+    whose listen backlog is full fails at once with EAGAIN (it does not
+    wait, as TCP's does, and asyncio's own connect then fails with EINVAL):
+    a daemon that is slow to accept while hundreds of clients connect
+    would look unreachable.  So try again, briefly, until there is room."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    deadline = time.monotonic() + _BACKLOG_WAIT_S
+    delay = 0.005
+    try:
+        while True:
+            try:
+                sock.connect(path)
+                return sock
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.1)
+    except BaseException:
+        sock.close()
+        raise
+
+
 class SocketConnection:
     """One connection to kgymd."""
 
@@ -55,7 +86,8 @@ class SocketConnection:
 
     async def open(self) -> None:
         try:
-            self.reader, self.writer = await asyncio.open_unix_connection(self.path, limit=self.max_line_bytes)
+            sock = await _connect_unix(self.path)
+            self.reader, self.writer = await asyncio.open_unix_connection(sock=sock, limit=self.max_line_bytes)
         except OSError as e:
             # No path: the message is about the socket, not the host.
             raise ConnectionLost("cannot connect to kgymd's socket: %s" % (e.strerror or type(e).__name__)) from None

@@ -50,7 +50,19 @@ class Client:
     def __init__(self, path, timeout=30.0):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
-        self.sock.connect(path)
+        # With a timeout the socket is non-blocking, and a Unix socket's
+        # connect then fails at once (EAGAIN) while the daemon's listen
+        # backlog is full, where a blocking one waits: wait as it would.
+        deadline = time.time() + timeout
+        while True:
+            try:
+                self.sock.connect(path)
+                break
+            except BlockingIOError:
+                if time.time() >= deadline:
+                    self.sock.close()
+                    raise
+                time.sleep(0.01)
         self.buf = b""
         self.next_id = 1
         self.backlog = []  # lines read while looking for another id

@@ -239,6 +239,60 @@ def test_unreachable_socket_fails_after_retries(tmp_path):
         assert str(tmp_path) not in str(e.value)
 
 
+def test_connect_waits_for_room_in_the_backlog(tmp_path):
+    """A Unix socket's connect fails at once (EAGAIN) while the listen
+    backlog is full: the client must wait for room, not give up, even with
+    no retries.  A stand-in daemon fills its backlog, accepts 0.5 s later,
+    and answers the one connection that sends a request."""
+    import json
+    import select
+    import socket
+    path = str(tmp_path / "slow.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    fillers = []
+    for _ in range(4):
+        f = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        f.setblocking(False)
+        try:
+            f.connect(path)
+            fillers.append(f)
+        except BlockingIOError:
+            f.close()
+            break
+    else:
+        pytest.skip("this kernel never fills a Unix socket's backlog")
+
+    def serve():
+        time.sleep(0.5)
+        conns = [srv.accept()[0] for _ in range(len(fillers) + 1)]
+        ready, _, _ = select.select(conns, [], [], 10)
+        for c in ready:
+            for line in c.makefile("rb"):
+                req = json.loads(line)
+                reply = {"v": 1, "id": req["id"], "ok": True}
+                reply.update({"protocol": [1]} if req["op"] == "hello" else {"status": "ok"})
+                c.sendall(json.dumps(reply).encode() + b"\n")
+                if req["op"] != "hello":
+                    break
+        for c in conns:
+            c.close()
+
+    t = threading.Thread(target=serve)
+    t.start()
+    try:
+        with kgym.Client(path, max_retries=0) as c:
+            t0 = time.monotonic()
+            assert c.health()["status"] == "ok"
+            assert time.monotonic() - t0 >= 0.4
+    finally:
+        t.join(20)
+        for f in fillers:
+            f.close()
+        srv.close()
+
+
 def many_tasks(n):
     """ok, incorrect and fail, with delays so that they end out of order."""
     actions = ["ok", "ok", "incorrect", "fail"]
