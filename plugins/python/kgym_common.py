@@ -644,10 +644,44 @@ CTL_BYTES = 64 << 10
 OUT_IN_SLOT = (1 << 64) - 1
 
 
+_LIBC = None
+
+
+def map_shared(fd, size):
+    """fd's first `size` bytes mapped shared and writable, as a buffer
+    (torch.frombuffer, memoryview) that unmaps itself once its last view
+    is gone.  Unlike mmap.mmap, it keeps no duplicate of fd: once the
+    caller closes fd, nothing in the process names the memory as a file.
+    In an executor that matters: a duplicate is a /proc/self/fd/N that
+    the candidate's code could open again (open() and torch.from_file
+    only, no ctypes) and map writable -- the judge's output area and the
+    control page, whose DONE stops the judge's clock."""
+    global _LIBC
+    if _LIBC is None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        _LIBC = libc
+    addr = _LIBC.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        e = ctypes.get_errno()
+        raise OSError(e, "mmap: %s" % os.strerror(e))
+
+    class Mapping(ctypes.c_char * size):
+        # Views (tensors, memoryviews) hold the buffer: the last one gone
+        # takes the mapping with it.
+        def __del__(self, _munmap=_LIBC.munmap, _addr=addr, _size=size):
+            _munmap(_addr, _size)
+
+    return Mapping.from_address(addr)
+
+
 class ControlBlock:
     def __init__(self, fd):
-        self.mm = mmap.mmap(fd, CTL_BYTES, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        self.words = memoryview(self.mm).cast("Q")
+        self.mm = map_shared(fd, CTL_BYTES)
+        self.words = memoryview(self.mm).cast("B").cast("Q")
 
     def wait(self, word, value, deadline, patient=False):
         """Spin until words[word] == value; False at the deadline.  Patient
@@ -845,5 +879,5 @@ def map_area(desc, fd=None, cuda=None):
     """An executor's view of an area it was given: (tensors, keepalive)."""
     if desc.get("kind") == "cuda":
         return tensors_of_area(desc, cuda.open(fd, int(desc["size"]))), None
-    mm = mmap.mmap(fd, int(desc["size"]), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    mm = map_shared(fd, int(desc["size"]))
     return tensors_of_area(desc, None, mm), mm

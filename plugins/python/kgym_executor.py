@@ -178,6 +178,10 @@ class Executor:
         import torch
         self.torch = torch
         self.ctl = ControlBlock(self.ctl_fd)
+        # Mapped: no descriptor of the control page stays for the
+        # candidate's code to open again (kgym_common.map_shared).
+        os.close(self.ctl_fd)
+        self.ctl_fd = None
         self.device = "cuda" if job["device"] != "cpu" else "cpu"
         if self.device == "cuda":
             self.cuda = CudaDriver()

@@ -74,9 +74,6 @@ class reference_code:
         if IN_REFERENCE is not None:
             IN_REFERENCE[0] = 0
         return False
-# What the candidate's process may report once its code has run: failures
-# of the candidate, never of kgymd or of the reference.
-CANDIDATE_CODES = ("RUNTIME_ERROR", "RESOURCE_ERROR", "COMPILATION_ERROR", "CORRECTNESS_ERROR")
 
 
 def derive_seed(base, tag, index=0):
@@ -315,15 +312,26 @@ class Judge(DeviceMemory, TimingPhase):
         if t == "violation":
             raise Verdict("SANDBOX_VIOLATION", text, completed=False)
         if t == "error":
-            code = msg.get("code") or "SYSTEM_ERROR"
-            if peer.tainted and code not in CANDIDATE_CODES:
-                # The candidate's code runs in that process: it cannot say
-                # that kgymd failed (a trainer drops a SYSTEM_ERROR instead of
-                # scoring it) or that the reference did.
-                code = "RUNTIME_ERROR"
-            raise Verdict(code, text, completed=False)
+            if not peer.tainted:
+                raise Verdict(msg.get("code") or "SYSTEM_ERROR", text, completed=False)
+            # The candidate's code runs in that process, and anything there
+            # can write this socket: what it reports is the candidate's own
+            # failure, never kgymd's or the reference's (a trainer drops
+            # those instead of scoring them), and ends the task as the
+            # candidate's failure would at this point -- before its model
+            # is ready, kernel_code did not load or build (failed); after,
+            # it failed on its inputs (completed).  Its code and its status
+            # are the judge's to say, whatever the message claims.
+            return self.candidate_failed("the candidate process reported: %s" % (text or "an error"))
         raise Verdict("SANDBOX_VIOLATION", "the candidate process sent an unexpected %r message while %s"
                       % (str(t)[:40], during), completed=self.compiled)
+
+    def candidate_failed(self, text):
+        """The candidate failed on its own: COMPILATION_ERROR before its
+        model was ready, RUNTIME_ERROR (completed) after."""
+        if self.compiled:
+            raise Verdict("RUNTIME_ERROR", text, completed=True)
+        raise Verdict("COMPILATION_ERROR", text, completed=False)
 
     def set_up_buffers(self):
         """The first inputs, the areas, the reference's outputs' shapes."""
@@ -819,7 +827,8 @@ def judge_job(j):
         out.update(ok=False, code=v.code, message=clip(v.message), hack=v.hack, completed=v.completed,
                    trials=j.trials, passed=getattr(j, "passed", 0), judged=getattr(j, "judged", 0))
     except ExecutorGone as g:
-        out.update(ok=False, gone=g.role, during=g.during, trials=j.trials)
+        out.update(ok=False, gone=g.role, during=g.during, trials=j.trials,
+                   tainted=bool(getattr(j.cand, "tainted", False)))
     except Exception as e:  # noqa: BLE001
         if out_of_memory(e):
             # The problem's size, not the candidate's doing, and not kgymd

@@ -447,7 +447,7 @@ class Job:
                     self.meta[key] = val
         trials = v.get("trials") or []
         if v.get("gone"):
-            return self.executor_gone(v["gone"], v.get("during"), compiled)
+            return self.executor_gone(v["gone"], v.get("during"), compiled, bool(v.get("tainted")))
         if not v.get("ok"):
             code = v.get("code") or "SYSTEM_ERROR"
             completed = compiled and v.get("completed", True) and code in ("CORRECTNESS_ERROR", "REWARD_HACK",
@@ -484,9 +484,12 @@ class Job:
                 self.meta["timing_note"] = "CPU timings are informative only (no CUPTI cross-check)"
         return r
 
-    def executor_gone(self, role, during, compiled):
+    def executor_gone(self, role, during, compiled, tainted=False):
         """An executor's process ended in the middle: say how, from its wait
-        status (SIGSYS: the sandbox), with the end of its output."""
+        status (SIGSYS: the sandbox), with the end of its output.  Once the
+        candidate's code has run in its process (tainted), a crash or an
+        exit there is the candidate's: before its model was ready, its
+        kernel_code did not load or build; never a failure of kgymd's."""
         c = self.cand if role == "candidate" else None
         if c is None:
             # The reference executor is the judge's child: its end is the
@@ -509,6 +512,9 @@ class Job:
             return self.fail("SYSTEM_ERROR", why + ("\n" + log if log else ""), compiled)
         if code == "RUNTIME_ERROR" and compiled:
             return self.base("completed", True, False, code, why + ("\n" + log if log else ""))
+        if code == "RUNTIME_ERROR" and tainted:
+            code = "COMPILATION_ERROR"
+            why = "kernel_code could not be loaded or its ModelNew built: " + why
         return self.fail(code, why + ("\n" + log if log else ""), compiled)
 
     def apply_profile(self, r, p, matter, kstats):

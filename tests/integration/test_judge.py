@@ -429,18 +429,25 @@ def test_judge_death_blamed_where_it_happened():
 
 def test_candidate_cannot_blame_kgymd():
     """Once its code is loaded, the candidate's process reports failures of
-    the candidate only: no SYSTEM_ERROR (kgymd's), no VALIDATION_ERROR (the
-    reference's), whatever code it sends."""
+    the candidate only, and the judge picks their code and status: no
+    SYSTEM_ERROR (kgymd's), no VALIDATION_ERROR (the reference's), no
+    RESOURCE_ERROR (the problem's), whatever code it sends -- RUNTIME_ERROR,
+    "completed" (scored), from forward; COMPILATION_ERROR before its model
+    is ready, a clean exit there too."""
     r = once(exploit("claim_system_error"))
-    k.check(r.get("error_code") == "RUNTIME_ERROR" and "KeyboardInterrupt" in (r.get("error_message") or ""),
-            "a BaseException from forward: %s" % tp.show(r))
-    for claim in ("SYSTEM_ERROR", "VALIDATION_ERROR", "NOT_A_CODE"):
+    k.check(r.get("error_code") == "RUNTIME_ERROR" and "KeyboardInterrupt" in (r.get("error_message") or "")
+            and r.get("status") == "completed", "a BaseException from forward: %s" % tp.show(r))
+    for claim in ("SYSTEM_ERROR", "VALIDATION_ERROR", "RESOURCE_ERROR", "NOT_A_CODE"):
         cand = ("import gc, sys\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
                 "    def forward(self, x):\n"
                 "        ex = [o for o in gc.get_objects() if type(o).__name__ == 'Executor'][0]\n"
                 "        ex.fail('error', 'kgymd failed, not me', %r)\n" % claim)
         r = once(cand)
-        k.check(r.get("error_code") == "RUNTIME_ERROR", "a forged %s: %s" % (claim, tp.show(r)))
+        k.check(r.get("error_code") == "RUNTIME_ERROR" and r.get("status") == "completed",
+                "a forged %s: %s" % (claim, tp.show(r)))
+    for name in ("blame_frame_import", "exit_in_init"):
+        r = once(exploit(name))
+        k.check(r.get("error_code") == "COMPILATION_ERROR", "%s: %s" % (name, tp.show(r)))
 
 
 def main():
