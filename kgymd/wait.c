@@ -70,20 +70,6 @@ watch_node_find(const char *id)
 	return n != NULL ? *(struct watch_node **)n : NULL;
 }
 
-/*
- * The same id twice in one request is watched once.  Watches of one request
- * are attached one after another with nothing between, so an earlier watch
- * of this waiter on the id is still at the head of the id's list.
- */
-static bool
-watch_is_duplicate(const struct waiter *wt, const char *id)
-{
-	struct watch_node *node = watch_node_find(id);
-
-	return node != NULL && !LIST_EMPTY(&node->watches) &&
-	    LIST_FIRST(&node->watches)->waiter == wt;
-}
-
 static int
 watch_attach(struct watch *w)
 {
@@ -229,6 +215,54 @@ waiter_answer_from_store(struct waiter *wt, struct watch *w, bool *ret_ask)
 	return true;
 }
 
+struct wait_id {
+	const char	*id;
+	size_t		 at;
+};
+
+static int
+wait_id_cmp(const void *a, const void *b)
+{
+	const struct wait_id *x = a, *y = b;
+	int c = strcmp(x->id, y->id);
+
+	if (c != 0)
+		return c;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/*
+ * Which entries of `ids` repeat an earlier one: an id listed twice is
+ * answered once (kgymd-protocol(7)), whether it has ended, is unknown or
+ * is still running.  Sorted, not scanned: a list may hold 100,000 ids.
+ */
+static bool *
+wait_repeats(const char **ids, size_t nids)
+{
+	struct wait_id *v;
+	bool *repeat;
+	size_t i;
+
+	if ((repeat = calloc(nids > 0 ? nids : 1, sizeof *repeat)) == NULL)
+		return NULL;
+	if (nids < 2)
+		return repeat;
+	if ((v = calloc(nids, sizeof *v)) == NULL) {
+		free(repeat);
+		return NULL;
+	}
+	for (i = 0; i < nids; i++) {
+		v[i].id = ids[i];
+		v[i].at = i;
+	}
+	qsort(v, nids, sizeof *v, wait_id_cmp);
+	for (i = 1; i < nids; i++)
+		if (strcmp(v[i].id, v[i - 1].id) == 0)
+			repeat[v[i].at] = true;
+	free(v);
+	return repeat;
+}
+
 int
 wait_add(struct peer *peer, const struct principal *who, json_t *req_id,
     const char **ids, size_t nids, int64_t timeout_ms, bool final_done)
@@ -236,16 +270,21 @@ wait_add(struct peer *peer, const struct principal *who, json_t *req_id,
 	struct waiter *wt;
 	struct task *live;
 	struct timeval tv;
-	bool ask;
+	bool ask, *repeat;
 	char *copy;
 	size_t i;
 
 	/* A client that has closed its socket hears nothing: no waiter. */
 	if (peer->gone)
 		return 0;
-	if ((wt = calloc(1, sizeof *wt)) == NULL)
+	if ((repeat = wait_repeats(ids, nids)) == NULL)
 		return -ENOMEM;
+	if ((wt = calloc(1, sizeof *wt)) == NULL) {
+		free(repeat);
+		return -ENOMEM;
+	}
 	if (nids > 0 && (wt->watches = calloc(nids, sizeof *wt->watches)) == NULL) {
+		free(repeat);
 		free(wt);
 		return -ENOMEM;
 	}
@@ -264,6 +303,10 @@ wait_add(struct peer *peer, const struct principal *who, json_t *req_id,
 		wt->nwatches++;
 		if ((w->id = strdup(ids[i])) == NULL)
 			goto oom;
+		if (repeat[i]) {
+			w->done = true;
+			continue;
+		}
 		live = task_index_find(w->id);
 		if (live != NULL && !ops_may_see(who, live->owner)) {
 			json_array_append_new(wt->not_found, json_string(w->id));
@@ -273,10 +316,6 @@ wait_add(struct peer *peer, const struct principal *who, json_t *req_id,
 		ask = false;
 		if (live == NULL && waiter_answer_from_store(wt, w, &ask))
 			continue;
-		if (watch_is_duplicate(wt, w->id)) {
-			w->done = true;
-			continue;
-		}
 		w->waiter = wt;
 		if (watch_attach(w) < 0) {
 			w->waiter = NULL;
@@ -287,6 +326,8 @@ wait_add(struct peer *peer, const struct principal *who, json_t *req_id,
 		if (ask && (copy = strdup(w->id)) != NULL)
 			queue->lookup(copy, true, wait_looked_up, copy);
 	}
+	free(repeat);
+	repeat = NULL;
 	if (wt->pending == 0) {
 		waiter_final(wt);
 		return 0;
@@ -301,6 +342,7 @@ wait_add(struct peer *peer, const struct principal *who, json_t *req_id,
 	}
 	return 0;
 oom:
+	free(repeat);
 	waiter_free(wt);
 	return -ENOMEM;
 }

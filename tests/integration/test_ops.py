@@ -128,6 +128,26 @@ def test_wait_timeout_and_not_found():
         k.check(0.15 < time.time() - t0 < 2.0, "timeout honoured")
 
 
+def test_wait_answers_an_id_once():
+    """kgymd-protocol(7): an id listed twice is answered once -- an ended
+    task (one event), an unknown id (named once in not_found), a running
+    one (one event) -- and 100,000 copies of one id cost one answer."""
+    with k.Daemon() as d:
+        c = d.client
+        c.request({"op": "submit", "task": k.selftest_task(0, task_id="ended")})
+        c.collect_wait(c.send({"op": "wait", "task_ids": ["ended"]}))
+        c.request({"op": "submit", "task": k.selftest_task(300, task_id="running")})
+        events, final = c.collect_wait(c.send(
+            {"op": "wait", "task_ids": ["ended", "running", "ended", "ghost", "running", "ghost"]}))
+        k.check(sorted(e["task_id"] for e in events) == ["ended", "running"], events)
+        k.check(final["not_found"] == ["ghost"] and final["pending"] == [], final)
+        events, final = c.collect_wait(c.send({"op": "wait", "task_ids": ["ended"] * 100000}))
+        k.check(len(events) == 1 and final["not_found"] == [], (len(events), final))
+        rid = c.send({"op": "submit", "wait": True, "tasks": [k.selftest_task(0, task_id="ended")] * 2})
+        events, final = c.collect_wait(rid)
+        k.check([e["task_id"] for e in events] == ["ended"], events)
+
+
 def test_drain_and_shutdown():
     with k.Daemon() as d:
         d.request({"op": "submit", "task": k.selftest_task(100, task_id="inflight")})
@@ -322,7 +342,8 @@ def test_uncached_payloads_run_as_sent():
 if __name__ == "__main__":
     k.run([test_hello_health_plugins_stats_workers, test_submit_status_result_list,
            test_submit_batch_with_wait, test_idempotent_submit, test_cancel_queued_and_running,
-           test_priority_order, test_wait_timeout_and_not_found, test_drain_and_shutdown,
+           test_priority_order, test_wait_timeout_and_not_found, test_wait_answers_an_id_once,
+           test_drain_and_shutdown,
            test_sigterm_requeues_running_and_restart_finishes,
            test_sigterm_lets_running_work_finish, test_cancel_during_shutdown_grace,
            test_half_closed_client_still_answered,
