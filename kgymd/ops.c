@@ -746,11 +746,37 @@ ops_list(struct peer *peer, struct request *req, json_t *reply)
 	    ops_list_done, l);
 }
 
+/*
+ * A worker's task is named only to whom may see that task: status and list
+ * hide another principal's tasks, and so does this (a gateway's users share
+ * one daemon).
+ */
+static void
+ops_hide_tasks(json_t *workers, const struct principal *who)
+{
+	const struct task *task;
+	const char *id;
+	json_t *w;
+	size_t i;
+
+	json_array_foreach(workers, i, w) {
+		if ((id = json_string_value(json_object_get(w, "task_id"))) == NULL)
+			continue;
+		task = task_index_find(id);
+		if (!ops_may_see(who, task != NULL ? task->owner : NULL))
+			json_object_set_new(w, "task_id", json_null());
+	}
+}
+
 static void
 ops_workers(struct peer *peer, struct request *req, json_t *reply)
 {
-	json_t *pool = pool_describe();
+	json_t *pool = pool_describe(), *gpu;
+	size_t i;
 
+	ops_hide_tasks(json_object_get(pool, "cpu_workers"), &req->who);
+	json_array_foreach(json_object_get(pool, "gpus"), i, gpu)
+		ops_hide_tasks(json_object_get(gpu, "workers"), &req->who);
 	json_object_update(reply, pool);
 	json_decref(pool);
 	json_object_set_new(reply, "workers_per_gpu", json_integer(pool_workers_per_gpu()));

@@ -10,6 +10,8 @@ that the gateway as itself sees what it submitted for its principals.
 """
 import os
 
+import time
+
 import kgymtest as k
 
 ME = os.getuid()
@@ -58,6 +60,17 @@ def test_principals_are_separate():
         # the admin peer itself (kgymd's own uid) still sees it
         r = c.request({"op": "status", "task_id": "pa"})
         k.check(r["ok"], r)
+        # nor see it running on a worker (workers names a task to whom may see it)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            r = c.request({"op": "workers"})
+            if "pa" in [w["task_id"] for w in r["cpu_workers"]]:
+                break
+            time.sleep(0.05)
+        k.check("pa" in [w["task_id"] for w in r["cpu_workers"]], "the admin sees pa running: %r" % r)
+        for who, sees in (("alice", True), ("bob", False)):
+            r = c.request({"op": "workers", "on_behalf_of": who})
+            k.check(("pa" in [w["task_id"] for w in r["cpu_workers"]]) == sees, (who, r["cpu_workers"]))
         # alice cancels hers
         r = c.request({"op": "cancel", "task_id": "pa", "on_behalf_of": "alice"})
         k.check(r["ok"] and r["cancelled"] is True, r)
