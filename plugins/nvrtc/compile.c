@@ -295,6 +295,28 @@ log_flush_dropped(struct log_out *o, const char *name, unsigned int *ndropped,
 	*from = 0;
 }
 
+/*
+ * How much of a kept diagnostic line to show.  NVRTC says why an #include
+ * could not be opened ("cannot open source file "X": Permission denied")
+ * only when X exists and the confinement refused it, and says nothing more
+ * when X does not exist: the reason is an oracle for which host paths
+ * exist, kgymd's own among them.  So the line ends at the file's name, the
+ * same for both.
+ */
+static size_t
+log_open_failure(const char *line, size_t n)
+{
+	static const char what[] = "cannot open source file \"";
+	const char *at, *q;
+
+	if ((at = memmem(line, n, what, sizeof what - 1)) == NULL)
+		return n;
+	at += sizeof what - 1;
+	if ((q = memchr(at, '"', (size_t)(line + n - at))) == NULL)
+		return n;
+	return (size_t)(q + 1 - line);
+}
+
 char *
 compile_log_filter(const char *log, size_t len, const char *name)
 {
@@ -314,7 +336,7 @@ compile_log_filter(const char *log, size_t len, const char *name)
 			if (loc == nlen && memcmp(line, name, nlen) == 0) {
 				log_flush_dropped(&o, name, &ndropped, &from);
 				state = KEEP;
-				log_put(&o, line, n);
+				log_put(&o, line, log_open_failure(line, n));
 				log_put(&o, "\n", 1);
 			} else {
 				state = DROP;
