@@ -523,6 +523,52 @@ control_parse_ahead(struct conn *conn)
 	control_account(conn);
 }
 
+/* Turn a client away for the input budget: busy, its unfinished line dropped. */
+static void
+control_refuse_busy(struct conn *conn)
+{
+	char msg[160];
+
+	log_warnx("connection %llu: unfinished requests of all clients exceed "
+	    "max_input_bytes (%zu bytes); refusing the one holding the most (%zu)",
+	    (unsigned long long)conn->serial, kgymd_config->max_input_bytes, conn->in_counted);
+	snprintf(msg, sizeof msg, "the daemon holds max_input_bytes (%zu bytes) of "
+	    "unfinished requests; send again later", kgymd_config->max_input_bytes);
+	control_refuse_conn(conn, "busy", msg);
+}
+
+/* The same for a connection other than the one being read: drop its input now. */
+static void
+control_turn_away_busy(struct conn *conn)
+{
+	control_refuse_busy(conn);
+	evbuffer_drain(bufferevent_get_input(conn->bev),
+	    evbuffer_get_length(bufferevent_get_input(conn->bev)));
+	control_account(conn);
+	if (evbuffer_get_length(bufferevent_get_output(conn->bev)) == 0)
+		control_linger(conn);
+}
+
+/*
+ * The served connection holding the most unfinished input, `self` on a
+ * tie; only one whose input is idle (no line being parsed or answered) may
+ * be picked in place of `self`.
+ */
+static struct conn *
+control_biggest(struct conn *self)
+{
+	struct conn *c, *best = self;
+
+	TAILQ_FOREACH(c, &control_conns, entry) {
+		if (c == self || c->refused || c->linger || c->closing || c->bev == NULL ||
+		    c->parsing != NULL || c->ready != NULL || c->peer.pending != NULL)
+			continue;
+		if (c->in_counted > best->in_counted)
+			best = c;
+	}
+	return best;
+}
+
 /*
  * Answer buffered lines for at most CONTROL_TURN_US, then come back on the
  * next loop turn for the rest: a client that pipelines thousands of
@@ -534,6 +580,7 @@ control_process(struct conn *conn)
 {
 	struct evbuffer *in = bufferevent_get_input(conn->bev);
 	uint64_t t0 = stats_now_us();
+	struct conn *victim;
 	size_t len = 0;
 	bool too_long;
 	char msg[160];
@@ -592,18 +639,21 @@ control_process(struct conn *conn)
 		    kgymd_config->max_request_bytes);
 		control_refuse_conn(conn, "too_large", msg);
 	} else if (control_input > kgymd_config->max_input_bytes &&
-	    evbuffer_get_length(in) > 0) {
+	    evbuffer_get_length(in) > 0 && (victim = control_biggest(conn)) != conn) {
 		/*
-		 * Unfinished lines of all clients together passed the budget: this
-		 * client, whose bytes took it over, is turned away, so memory stays
-		 * bounded however many connections each hold a partial line.
+		 * Unfinished lines of all clients together passed the budget, and
+		 * another client holds more of them than this one: that one is
+		 * turned away, not whoever happened to send the last bytes (a
+		 * gateway's connection, carrying many users' requests, would
+		 * otherwise lose to anyone who fills the budget first).
 		 */
-		log_warnx("connection %llu: unfinished requests of all clients exceed "
-		    "max_input_bytes (%zu bytes); refusing this one",
-		    (unsigned long long)conn->serial, kgymd_config->max_input_bytes);
-		snprintf(msg, sizeof msg, "the daemon holds max_input_bytes (%zu bytes) of "
-		    "unfinished requests; send again later", kgymd_config->max_input_bytes);
-		control_refuse_conn(conn, "busy", msg);
+		control_turn_away_busy(victim);
+		control_finish_if_done(conn);
+		return;
+	} else if (control_input > kgymd_config->max_input_bytes &&
+	    evbuffer_get_length(in) > 0) {
+		/* This client holds the most: it goes, and memory stays bounded. */
+		control_refuse_busy(conn);
 	} else {
 		/* A client that stopped sending will never finish this line. */
 		if (conn->peer_eof || conn->peer.gone) {

@@ -9,6 +9,7 @@ root, and are skipped without it.
 """
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -209,6 +210,41 @@ def test_half_closed_client_still_answered():
         k.check(lines[-1].get("done") is True, lines)
 
 
+def test_input_budget_turns_away_the_biggest():
+    """Past max_input_bytes the client holding the most unfinished input is
+    turned away, not the one whose bytes happened to tip it over: a
+    gateway's connection (many users' requests) must not lose to two
+    clients that each hold most of a line and never finish it."""
+    conf = "max_request_bytes = 4M\nmax_input_bytes = 8M"
+    with k.Daemon(kgymd_conf=conf) as d:
+        hoarders = []
+        for _ in range(2):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(d.socket)
+            s.sendall(b'{"v":1,"id":1,"op":"health","pad":"' + b"x" * (3900 * 1024))
+            hoarders.append(s)
+        deadline = time.time() + 10
+        while stats(d)["input_bytes"] < 2 * 3900 * 1024 and time.time() < deadline:
+            time.sleep(0.02)
+        c = k.Client(d.socket)
+        pad = "x" * (600 * 1024)
+        r = c.request({"op": "health", "pad": pad})
+        k.check(r.get("ok") is True or r.get("error", {}).get("code") == "bad_request",
+                "the small client is answered, not turned away: %r" % str(r)[:200])
+        k.check(c.request({"op": "health"})["ok"], "and stays connected")
+        told = []
+        ready, _, _ = select.select(hoarders, [], [], 5)
+        for s in ready:
+            try:
+                told.append(s.recv(65536).decode(errors="replace"))
+            except OSError as e:
+                told.append(repr(e))
+        for s in hoarders:
+            s.close()
+        k.check(any('"busy"' in t for t in told), "a hoarder hears busy: %r" % [t[:80] for t in told])
+        k.check(stats(d)["input_bytes"] < 8 * 1024 * 1024, stats(d)["input_bytes"])
+
+
 def test_input_budget():
     # 200 clients each holding most of a maximal line: without a budget kgymd
     # would hold 200 MB; with it, 16 MB and "busy" for the rest.
@@ -383,7 +419,7 @@ def test_pipelining_without_end_does_not_starve_others():
 
 
 if __name__ == "__main__":
-    k.run([test_no_lock_out, test_half_closed_client_still_answered, test_input_budget,
+    k.run([test_no_lock_out, test_half_closed_client_still_answered, test_input_budget_turns_away_the_biggest, test_input_budget,
            test_big_submit_does_not_hold_the_loop, test_list_pages,
            test_tasks_are_private_to_their_uid,
            test_pipelining_without_end_does_not_starve_others])
