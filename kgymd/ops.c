@@ -929,10 +929,12 @@ ops_dispatch(struct peer *peer, struct request *req)
 	if (ops_principal(peer, req) < 0)
 		return 0;
 	if (e->admin && !req->who.admin) {
-		ops_error(peer, req, "forbidden", "op '%s' is for admin peers (admin_uids); uid %lu is not one%s",
-		    proto_op_name(req->op), (unsigned long)peer->uid,
-		    json_object_get(req->root, "on_behalf_of") != NULL ?
-		    " (and a request on_behalf_of another never is)" : "");
+		if (json_object_get(req->root, "on_behalf_of") != NULL)
+			ops_error(peer, req, "forbidden", "op '%s' is for admin peers (admin_uids); "
+			    "a request on_behalf_of a principal never is one", proto_op_name(req->op));
+		else
+			ops_error(peer, req, "forbidden", "op '%s' is for admin peers (admin_uids); "
+			    "uid %lu is not one", proto_op_name(req->op), (unsigned long)peer->uid);
 		return 0;
 	}
 	if ((reply = proto_reply_ok(req->id)) == NULL)

@@ -149,8 +149,13 @@ proto_parse_request(const char *line, size_t len, struct request *ret_req,
 	/* DECODE_ANY: a bare scalar is valid JSON, just not a request. */
 	root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (root == NULL) {
-		proto_error_set(err, "bad_json", "invalid JSON at column %d: %s",
-		    jerr.column, jerr.text);
+		/* jansson names its own flag for this one; say what it means. */
+		if (strstr(jerr.text, "JSON_ALLOW_NUL") != NULL)
+			proto_error_set(err, "bad_json", "invalid JSON at column %d: "
+			    "\\u0000 (a NUL character) is not allowed in strings", jerr.column);
+		else
+			proto_error_set(err, "bad_json", "invalid JSON at column %d: %s",
+			    jerr.column, jerr.text);
 		return -EINVAL;
 	}
 	if (!json_is_object(root)) {
