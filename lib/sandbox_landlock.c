@@ -347,10 +347,18 @@ sandbox_landlock_need(char **ret_cause)
 }
 
 /*
- * /proc without the other processes (sandbox_policy.private_proc): a rule
- * for every entry of /proc whose name is not a number -- "self" among them,
- * which resolves to this process's own directory when the rule is made --
- * so what the kernel and the GPU driver publish stays readable.
+ * /proc without the other processes (sandbox_policy.private_proc), and
+ * without what tells of the host: rules for a list of entries, not for
+ * /proc.  Host-wide, what runtimes read (the CPUs, the memory, the kernel's
+ * settings); not the kernel's command line, the locks or the scheduler's
+ * view of every process.  Of this process's own directory ("self", which
+ * resolves to it when the rule is made), what a runtime reads of itself
+ * (its descriptors, its status, its mappings); not its environment (the
+ * worker's directory), its command line (kgymd's install paths), its
+ * mounts (the host's), its network namespace's sockets (/proc/net is
+ * self/net) or its cgroup.  A candidate can encode whatever it may read
+ * into its error text, past any scrub: what it must not return, it must
+ * not read.
  *
  * A rule holds an inode, and procfs makes a new inode whenever it looks a
  * dentry up again after the dentry was dropped (memory pressure): the rule
@@ -358,31 +366,47 @@ sandbox_landlock_need(char **ret_cause)
  * entry's O_PATH descriptor stays open for the process's life, pinning its
  * dentry (a few dozen descriptors; close-on-exec).
  */
+static const char *const sandbox_proc_host[] = {
+	"cpuinfo", "meminfo", "stat", "uptime", "loadavg", "version", "filesystems",
+	"sys", "zoneinfo", "buddyinfo", "pressure",
+};
+static const char *const sandbox_proc_self[] = {
+	"fd", "fdinfo", "stat", "statm", "status", "comm", "limits", "maps", "smaps",
+	"auxv", "io", "sched", "schedstat", "oom_score_adj",
+};
+
+static int
+sandbox_landlock_proc_rule(int ruleset, const char *path, uint64_t handled, char **ret_cause)
+{
+	int fd, rc;
+
+	/* An entry that cannot be opened (gone, or not ours) gets no rule. */
+	if ((fd = open(path, O_PATH | O_CLOEXEC)) == -1)
+		return 0;
+	rc = sandbox_landlock_path(ruleset, path, SB_FS_READ, handled, false, ret_cause);
+	if (rc < 0)
+		close(fd);	/* else kept: the pin */
+	return rc;
+}
+
 static int
 sandbox_landlock_proc(int ruleset, uint64_t handled, char **ret_cause)
 {
-	char path[sizeof("/proc/") + NAME_MAX];
-	struct dirent *de;
-	DIR *dir;
-	int fd, rc = 0;
+	char path[64], self[32];
+	size_t i;
+	int rc = 0;
 
-	if ((dir = opendir("/proc")) == NULL) {
-		rc = -errno;
-		sandbox_cause(ret_cause, "sandbox: /proc: %s", strerror(-rc));
-		return rc;
+	/* No rule for /proc itself: its listing names every process. */
+	for (i = 0; rc == 0 && i < nitems(sandbox_proc_host); i++) {
+		snprintf(path, sizeof(path), "/proc/%s", sandbox_proc_host[i]);
+		rc = sandbox_landlock_proc_rule(ruleset, path, handled, ret_cause);
 	}
-	while (rc == 0 && (de = readdir(dir)) != NULL) {
-		if (de->d_name[0] == '.' || strspn(de->d_name, "0123456789") == strlen(de->d_name))
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s", de->d_name);
-		/* An entry that cannot be opened (gone, or not ours) gets no rule. */
-		if ((fd = open(path, O_PATH | O_CLOEXEC)) == -1)
-			continue;
-		rc = sandbox_landlock_path(ruleset, path, SB_FS_READ, handled, false, ret_cause);
-		if (rc < 0)
-			close(fd);	/* else kept: the pin */
+	/* By number, not through "self": a rule is made on what the path names. */
+	snprintf(self, sizeof(self), "/proc/%d", (int)getpid());
+	for (i = 0; rc == 0 && i < nitems(sandbox_proc_self); i++) {
+		snprintf(path, sizeof(path), "%s/%s", self, sandbox_proc_self[i]);
+		rc = sandbox_landlock_proc_rule(ruleset, path, handled, ret_cause);
 	}
-	closedir(dir);
 	return rc;
 }
 

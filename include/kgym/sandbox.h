@@ -79,11 +79,13 @@ struct sandbox_policy {
 	bool allow_exec_compilers;
 	const char *const *exec_paths;	   /* absolute files or directories, NULL-terminated */
 	/*
-	 * /proc as this process sees itself: its own /proc/PID (and through
-	 * it /proc/self, /proc/thread-self) and every entry of /proc that is
-	 * not a process's (cpuinfo, meminfo, sys, driver, ...), but no other
-	 * process's directory -- their command lines name kgymd's files, their
-	 * environments its directories.  Off: all of /proc, readable.
+	 * /proc as a runtime needs it, and nothing that tells of the host:
+	 * of its own /proc/PID (and so /proc/self) what a runtime reads of
+	 * itself (fd, status, maps, ...; not environ, cmdline, mounts, net,
+	 * cgroup), of the host-wide entries the machine's figures (cpuinfo,
+	 * meminfo, stat, sys, ...; not locks, the kernel's command line), and
+	 * no other process's directory -- their command lines name kgymd's
+	 * files, their environments its directories.  Off: all of /proc.
 	 */
 	bool private_proc;
 };

@@ -283,6 +283,11 @@ MUTANTS = [
       "		if (p->private_proc && strcmp(sandbox_system_paths[i].path, \"/proc\") == 0)\n",
       "		if (0 && p->private_proc && strcmp(sandbox_system_paths[i].path, \"/proc\") == 0)\n",
       ["tests/exploits/run_python.py --device cpu --only read_host_processes"]),
+    M("sandbox_proc_self_whole", "an executor cannot read what its own /proc tells of the host",
+      "lib/sandbox_landlock.c",
+      "		snprintf(path, sizeof(path), \"%s/%s\", self, sandbox_proc_self[i]);\n",
+      "		snprintf(path, sizeof(path), \"%s\", self + 0 * i);\n",
+      ["tests/unit/test_sandbox", "tests/exploits/run_python.py --device cpu --only read_host_self"]),
     M("py_seed_to_candidate", "seeds never sent to the candidate", SUPERVISOR,
       "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile,",
       "\"job\": dict(common, kernel_code=req[\"kernel_code\"], compiler_profile=profile, "

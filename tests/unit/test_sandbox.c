@@ -739,9 +739,10 @@ test_landlock_outside(void **state)
 }
 
 /*
- * private_proc: this process's own /proc and the host-wide entries stay
+ * private_proc: what a runtime reads of itself and of the machine stays
  * readable; another process's directory (here the test runner's, the
- * child's parent, which certainly exists) does not open.  Without the
+ * child's parent, which certainly exists) does not open, nor what tells of
+ * the host (its own environment and mounts, the sockets, the locks).  Without the
  * flag the parent's command line is readable (the control).
  */
 static char parent_cmdline[64];
@@ -749,7 +750,15 @@ static char parent_cmdline[64];
 static int
 child_private_proc(void)
 {
+	static const char *const host[] = {
+		"/proc/self/environ", "/proc/self/cmdline", "/proc/self/mountinfo",
+		"/proc/self/net/unix", "/proc/net/unix", "/proc/mounts", "/proc/locks",
+		"/proc/cmdline", "/proc/self/cgroup", "/proc/thread-self/environ",
+		"/proc/self/task",
+	};
 	char buf[64];
+	DIR *dir;
+	size_t i;
 	int fd;
 
 	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
@@ -763,6 +772,19 @@ child_private_proc(void)
 	fd = open(parent_cmdline, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0 || errno != EACCES)
 		return 3;
+	/* What runtimes read of themselves stays readable... */
+	dir = opendir("/proc/self/fd");
+	if (dir == NULL)
+		return 4;
+	closedir(dir);
+	/* ...what tells of the host does not, its own entries included. */
+	for (i = 0; i < sizeof(host) / sizeof(host[0]); i++) {
+		fd = open(host[i], O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 || errno != EACCES) {
+			fprintf(stderr, "%s is readable\n", host[i]);
+			return 10 + (int)i;
+		}
+	}
 	return 0;
 }
 
