@@ -23,7 +23,7 @@
 #include "gateway.h"
 
 #define CONF_DEFAULT_SOCKET "/run/kgym/kgymd.sock"
-#define CONF_SEEN_MAX 8
+#define CONF_SEEN_MAX 16
 
 struct conf_parse {
 	struct gw_config *config;
@@ -147,6 +147,13 @@ conf_http_key(struct conf_parse *ps, const char *name, const char *value)
 			return conf_fail(ps,
 			    "max_body_bytes: expected 1K to 1G (K, M, G suffixes), got \"%s\"",
 			    value);
+	} else if (strcmp(name, "max_reply_backlog") == 0) {
+		/* Below the 64K header limit a request could never be read whole. */
+		if (conf_bytes(value, &c->max_reply_backlog) < 0 ||
+		    c->max_reply_backlog < 128 * 1024)
+			return conf_fail(ps,
+			    "max_reply_backlog: expected 128K to 1G (K, M, G suffixes), got \"%s\"",
+			    value);
 	} else if (strcmp(name, "max_inflight") == 0) {
 		errno = 0;
 		n = strtol(value, &end, 10);
@@ -158,7 +165,7 @@ conf_http_key(struct conf_parse *ps, const char *name, const char *value)
 	} else {
 		return conf_fail(ps,
 		    "unknown key \"%s\" in [http] (expected listen, token_file, "
-		    "max_body_bytes or max_inflight)",
+		    "max_body_bytes, max_inflight or max_reply_backlog)",
 		    name);
 	}
 	if (ps->nseen < CONF_SEEN_MAX)
@@ -210,6 +217,7 @@ conf_load(const char *path, struct gw_config **ret_config, char **ret_cause)
 		return -ENOMEM;
 	c->max_body_bytes = 4 * 1024 * 1024;
 	c->max_inflight = 10000;
+	c->max_reply_backlog = 16 * 1024 * 1024;
 	if ((c->path = strdup(path)) == NULL ||
 	    (c->socket = strdup(CONF_DEFAULT_SOCKET)) == NULL ||
 	    conf_listen(c, GW_DEFAULT_LISTEN, &why) < 0) {

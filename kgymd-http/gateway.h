@@ -36,6 +36,7 @@ struct gw_config {
 	char *token_file; /* NULL: no tokens */
 	size_t max_body_bytes;
 	int max_inflight;
+	size_t max_reply_backlog; /* per connection: see server.c */
 };
 
 /* Load and check `path`; on error *ret_cause is "file:line: reason". */

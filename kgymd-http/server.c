@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -539,6 +540,28 @@ gw_dispatch(struct evhttp_request *req, void *arg)
 	rt->handler(r);
 }
 
+/*
+ * Each connection's bufferevent, made here so that it has a read high
+ * watermark.  evhttp answers a connection's requests one at a time: it
+ * reads the next only once the last reply has left, but it keeps reading
+ * the socket meanwhile (to see the client close), so a client that
+ * pipelines requests and never reads its replies would have them pile up
+ * in memory without end.  Past max_reply_backlog bytes held for one
+ * connection the gateway stops reading it: TCP pushes back on that client
+ * alone, and evhttp's write timeout drops it if it never reads.
+ */
+static struct bufferevent *
+gw_new_bufferevent(struct event_base *base, void *arg)
+{
+	struct bufferevent *bev;
+
+	bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (bev != NULL)
+		bufferevent_setwatermark(
+		    bev, EV_READ, 0, srv.config->max_reply_backlog);
+	return bev; /* NULL: evhttp makes one itself */
+}
+
 int
 server_start(struct event_base *base, const struct gw_config *config,
     struct token_set *tokens, char **ret_cause)
@@ -566,6 +589,7 @@ server_start(struct event_base *base, const struct gw_config *config,
 	/* Read what is left of a refused body, so the client sees the 413. */
 	evhttp_set_flags(srv.http, EVHTTP_SERVER_LINGERING_CLOSE);
 	evhttp_set_gencb(srv.http, gw_dispatch, NULL);
+	evhttp_set_bevcb(srv.http, gw_new_bufferevent, NULL);
 	handle = evhttp_bind_socket_with_handle(
 	    srv.http, config->listen_host, (ev_uint16_t)config->listen_port);
 	if (handle == NULL) {

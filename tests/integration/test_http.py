@@ -268,6 +268,42 @@ def test_max_inflight():
         k.check(h.request(gw, "GET", "/status/held-0").code == 200, "served again")
 
 
+def rss_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0
+
+
+def test_pipelining_client_that_never_reads():
+    """A keep-alive client that pipelines requests and never reads its
+    replies: the gateway holds at most max_reply_backlog (16M) for it, not
+    everything it sends, and serves other clients meanwhile."""
+    with Env() as (d, gw):
+        pid = gw.proc.pid
+        rss0 = rss_mb(pid)
+        s = socket.create_connection(("127.0.0.1", gw.port))
+        s.setblocking(False)
+        data = b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n" * 2000
+        sent, peak, t0 = 0, rss0, time.time()
+        try:
+            while time.time() - t0 < 2 and peak - rss0 < 200:
+                try:
+                    sent += s.send(data)
+                except BlockingIOError:
+                    time.sleep(0.005)
+                peak = max(peak, rss_mb(pid))
+            r = h.request(gw, "GET", "/health", timeout=5)
+            k.check(r.code == 200, "others served meanwhile: %r" % r)
+            peak = max(peak, rss_mb(pid))
+        finally:
+            s.close()
+        k.check(peak - rss0 < 48, "memory bounded: RSS %.0f -> %.0f MB after %.0f MB of pipelined "
+                "requests" % (rss0, peak, sent / 1e6))
+        k.check(h.request(gw, "GET", "/health").code == 200, "still serving")
+
+
 def write_tokens(dirname, text, mode=0o600):
     path = os.path.join(dirname, "tokens")
     with open(path, "w") as f:
@@ -497,5 +533,5 @@ def test_kernelgym_request():
 
 if __name__ == "__main__":
     k.run([test_evaluate_and_attach, test_poll_status_like_drkernel, test_batch_cancel_info,
-           test_status_codes, test_max_inflight, test_tokens, test_config_checks,
+           test_status_codes, test_max_inflight, test_pipelining_client_that_never_reads, test_tokens, test_config_checks,
            test_malformed_sweep, test_kernelgym_request])

@@ -79,11 +79,12 @@ test_conf(void **state)
 	assert_null(c->token_file);
 	assert_int_equal(c->max_body_bytes, 4 * 1024 * 1024);
 	assert_int_equal(c->max_inflight, 10000);
+	assert_int_equal(c->max_reply_backlog, 16 * 1024 * 1024);
 	conf_free(c);
 	free(path);
 	path = write_file("kgymd.conf",
 	    "[http]\nlisten = [::1]:8080\nmax_body_bytes = 64K\n"
-	    "max_inflight = 7\ntoken_file = /etc/tokens\n",
+	    "max_inflight = 7\ntoken_file = /etc/tokens\nmax_reply_backlog = 1M\n",
 	    0644);
 	assert_int_equal(conf_load(path, &c, &cause), 0);
 	assert_string_equal(c->listen_host, "::1");
@@ -91,6 +92,7 @@ test_conf(void **state)
 	assert_true(c->loopback);
 	assert_int_equal(c->max_body_bytes, 65536);
 	assert_int_equal(c->max_inflight, 7);
+	assert_int_equal(c->max_reply_backlog, 1024 * 1024);
 	assert_string_equal(c->token_file, "/etc/tokens");
 	conf_free(c);
 	free(path);
@@ -102,6 +104,7 @@ test_conf(void **state)
 	expect_conf_error("[http]\nmax_body_bytes = 2G\n", "max_body_bytes");
 	expect_conf_error("[http]\nmax_body_bytes = -1\n", "max_body_bytes");
 	expect_conf_error("[http]\nmax_inflight = many\n", "max_inflight");
+	expect_conf_error("[http]\nmax_reply_backlog = 64K\n", "max_reply_backlog");
 	expect_conf_error(
 	    "[http]\n\nmax_inflight = 1\nmax_inflight = 2\n", ":4: duplicate key");
 	expect_conf_error("[http]\nlisten_port = 1\n", "unknown key \"listen_port\"");
