@@ -11,7 +11,8 @@
  * Each task's rejection (by index) and result event (by task_id) is
  * answered to its own request; a task_id that two requests of one batch
  * share gets its result in both.  If kgymd refuses the submit as a whole
- * for its size (max_batch_tasks), each task is sent again on its own.
+ * for its size (max_batch_tasks), or its line would be longer than kgymd
+ * reads (max_request_bytes), each task is sent again on its own.
  */
 #include "config.h"
 
@@ -124,9 +125,9 @@ coalesce_cb(const json_t *msg, bool last, void *arg)
 			if (!b->answered[i])
 				gw_reply_error(b->reqs[i], 503, "SERVICE_UNAVAILABLE",
 				    NULL, b->ids[i],
-				    "kgymd went away before task '%s' ended; it is kept if it was accepted: "
-				    "retry with the same task_id to attach to it",
-				    b->ids[i]);
+				    "kgymd went away before task '%s' ended (%s); it is kept if it was "
+				    "accepted: retry with the same task_id to attach to it",
+				    b->ids[i], up_why_down());
 	} else if (json_is_false(json_object_get(msg, "ok"))) {
 		code = json_object_get(json_object_get(msg, "error"), "code");
 		if (b->n > 1 && json_is_string(code) &&
@@ -165,13 +166,18 @@ coalesce_send(struct coalesce_batch *b)
 	json_t *req =
 	    json_pack("{s:s, s:O, s:b}", "op", "submit", "tasks", b->tasks, "wait", 1);
 	size_t i;
+	int rc;
 
-	if (up_call(req, b->no_as ? NULL : b->as, coalesce_cb, b) < 0) {
-		for (i = 0; i < b->n; i++)
-			if (!b->answered[i])
-				gw_reply_unavailable(b->reqs[i]);
-		coalesce_batch_free(b);
-	}
+	rc = up_call(req, b->no_as ? NULL : b->as, coalesce_cb, b);
+	if (rc == 0)
+		return;
+	/* Too long a line for kgymd together: each task alone may fit. */
+	if (rc == -EMSGSIZE && b->n > 1)
+		coalesce_split(b);
+	for (i = 0; i < b->n; i++)
+		if (!b->answered[i])
+			gw_reply_call_failed(b->reqs[i], rc, b->ids[i]);
+	coalesce_batch_free(b);
 }
 
 static void

@@ -3,8 +3,8 @@
  * the [http] section.
  *
  * The gateway reads the same file as kgymd (kgymd.conf(5)), with inih.
- * Other sections and the other keys of [kgymd] are kgymd's and are not
- * checked here (kgymd -n does that); a key of [http] this file does not
+ * Of [kgymd] it reads socket and max_request_bytes; other sections and
+ * the other keys of [kgymd] are kgymd's and are not checked here (kgymd -n does that); a key of [http] this file does not
  * know, a duplicate or a bad value is an error "file:line: reason".
  */
 #include "config.h"
@@ -183,6 +183,17 @@ conf_handler(void *arg, const char *section, const char *name, const char *value
 		return 0;
 	if (strcmp(section, "http") == 0)
 		return conf_http_key(ps, name, value);
+	/*
+	 * kgymd closes a connection that sends a line longer than this, the
+	 * gateway's shared one included: the gateway must never send one.
+	 */
+	if (strcmp(section, "kgymd") == 0 && strcmp(name, "max_request_bytes") == 0) {
+		if (conf_bytes(value, &ps->config->max_request_bytes) < 0)
+			return conf_fail(ps,
+			    "max_request_bytes: expected 1K to 1G (K, M, G suffixes), got \"%s\"",
+			    value);
+		return 1;
+	}
 	if (strcmp(section, "kgymd") == 0 && strcmp(name, "socket") == 0) {
 		if (value[0] != '/')
 			return conf_fail(ps, "socket: expected an absolute path");
@@ -218,6 +229,7 @@ conf_load(const char *path, struct gw_config **ret_config, char **ret_cause)
 	c->max_body_bytes = 4 * 1024 * 1024;
 	c->max_inflight = 10000;
 	c->max_reply_backlog = 16 * 1024 * 1024;
+	c->max_request_bytes = 4 * 1024 * 1024; /* kgymd's default */
 	if ((c->path = strdup(path)) == NULL ||
 	    (c->socket = strdup(CONF_DEFAULT_SOCKET)) == NULL ||
 	    conf_listen(c, GW_DEFAULT_LISTEN, &why) < 0) {

@@ -108,8 +108,9 @@ evaluate_batch_cb(const json_t *msg, bool last, void *arg)
 
 	if (msg == NULL) {
 		gw_reply_error(r, 503, "SERVICE_UNAVAILABLE", NULL, NULL,
-		    "kgymd went away before the batch ended; its tasks are kept: retry with the same "
-		    "task_ids to attach to them");
+		    "kgymd went away before the batch ended (%s); its tasks are kept: retry with the "
+		    "same task_ids to attach to them",
+		    up_why_down());
 	} else if (json_is_false(json_object_get(msg, "ok"))) {
 		gw_reply_kgymd_error(r, msg, NULL, NULL);
 	} else if (json_object_get(msg, "accepted") != NULL) {
@@ -149,6 +150,7 @@ evaluate_batch(struct gw_req *r)
 	json_t *body, *list, *task;
 	char prefix[32];
 	size_t i, n;
+	int rc;
 
 	if (st == NULL)
 		return gw_reply_unavailable(r);
@@ -189,11 +191,11 @@ evaluate_batch(struct gw_req *r)
 	}
 	st->remaining = n;
 	st->submitted_ms = shape_now_ms();
-	if (gw_call(r,
-		json_pack("{s:s, s:o, s:b}", "op", "submit", "tasks", list, "wait", 1),
-		evaluate_batch_cb) < 0) {
+	if ((rc = gw_call(r,
+		 json_pack("{s:s, s:o, s:b}", "op", "submit", "tasks", list, "wait", 1),
+		 evaluate_batch_cb)) < 0) {
 		batch_state_clear(st);
-		gw_reply_unavailable(r);
+		gw_reply_call_failed(r, rc, NULL);
 	}
 }
 
@@ -225,13 +227,14 @@ workflow_submit(struct gw_req *r)
 {
 	struct shape_error err;
 	json_t *body, *task;
+	int rc;
 
 	if ((body = gw_req_body(r)) == NULL)
 		return;
 	if ((task = shape_task(body, true, "", &err)) == NULL)
 		return gw_reply_error(
 		    r, 400, "VALIDATION_ERROR", err.field, NULL, "%s", err.message);
-	if (gw_call(r, json_pack("{s:s, s:o}", "op", "submit", "task", task),
-		workflow_submit_cb) < 0)
-		gw_reply_unavailable(r);
+	if ((rc = gw_call(r, json_pack("{s:s, s:o}", "op", "submit", "task", task),
+		 workflow_submit_cb)) < 0)
+		gw_reply_call_failed(r, rc, NULL);
 }

@@ -30,6 +30,7 @@ struct evhttp_request;
 struct gw_config {
 	char *path;	   /* the file read */
 	char *socket;	   /* [kgymd] socket */
+	size_t max_request_bytes; /* [kgymd]'s too: the longest line kgymd reads */
 	char *listen_host; /* [http] listen, split */
 	int listen_port;
 	bool loopback;	  /* listen_host is 127.0.0.1 or ::1 */
@@ -79,7 +80,8 @@ const struct token *tokens_find(
 typedef void (*up_cb)(const json_t *msg, bool last, void *arg);
 struct up_call;
 
-int up_init(struct event_base *base, const char *socket_path);
+/* max_line: kgymd's max_request_bytes, the longest line up_call() sends. */
+int up_init(struct event_base *base, const char *socket_path, size_t max_line);
 void up_free(void);
 /* Connected and said hello. */
 bool up_ready(void);
@@ -91,7 +93,8 @@ bool up_is_gateway(void);
  * Send `req` (stolen; this adds v and id, and on_behalf_of when `as` is
  * not NULL).  A request that waits (op wait, submit with wait) ends with
  * its "done" reply.  -ENOTCONN when kgymd is not there, -EAGAIN when it
- * has not read 64 MiB of requests yet (cb not called either way).
+ * has not read 64 MiB of requests yet, -EMSGSIZE when the line would be
+ * longer than max_line (cb not called in any of these).
  */
 int up_call(json_t *req, const char *as, up_cb cb, void *arg);
 size_t up_calls_in_flight(void);
@@ -126,6 +129,8 @@ void gw_reply_kgymd_error(struct gw_req *r, const json_t *reply, const char *tas
     const char *field_prefix);
 /* 503: kgymd is not reachable. */
 void gw_reply_unavailable(struct gw_req *r);
+/* The answer to a failed gw_call() or up_call(): 413 for -EMSGSIZE, else 503. */
+void gw_reply_call_failed(struct gw_req *r, int rc, const char *task_id);
 /* Per-request scratch for the endpoint handlers (freed with the request). */
 void *gw_req_state(struct gw_req *r, size_t size);
 /* The path segment after the route's prefix (percent-decoded), or NULL. */

@@ -149,7 +149,8 @@ main(int argc, char **argv)
 		free(cause);
 		goto out;
 	}
-	if (up_init(base, config->socket) < 0 || coalesce_init(base) < 0) {
+	if (up_init(base, config->socket, config->max_request_bytes) < 0 ||
+	    coalesce_init(base) < 0) {
 		gw_log("out of memory");
 		goto out;
 	}

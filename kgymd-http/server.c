@@ -251,6 +251,17 @@ gw_reply_unavailable(struct gw_req *r)
 			 up_why_down());
 }
 
+void
+gw_reply_call_failed(struct gw_req *r, int rc, const char *task_id)
+{
+	if (rc != -EMSGSIZE)
+		return gw_reply_unavailable(r);
+	gw_reply_error(r, 413, "PAYLOAD_TOO_LARGE", NULL, task_id,
+	    "the request makes a line longer than kgymd's max_request_bytes "
+	    "(%zu bytes) once sent to kgymd; send less (fewer or smaller tasks)",
+	    srv.config->max_request_bytes);
+}
+
 /*
  * The field a kgymd message names, after prefix: "field 'NAME'" (kgymd's
  * own checks), or a plugin's "'NAME': ..." or "NAME: ..." at its start.

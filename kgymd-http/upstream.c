@@ -61,7 +61,9 @@ static struct {
 	struct up_bucket buckets[UP_BUCKETS];
 	size_t ncalls;
 	const char *why;
+	char why_buf[600]; /* an error line kgymd closed with */
 	bool gateway;
+	size_t max_line; /* kgymd's max_request_bytes */
 } up;
 
 static void up_connect(void);
@@ -155,7 +157,8 @@ static void
 up_line(const char *line, size_t len)
 {
 	json_error_t jerr;
-	json_t *msg, *id, *ok;
+	json_t *msg, *id, *ok, *err;
+	const char *code, *message;
 	struct up_call *c;
 	bool last;
 
@@ -165,9 +168,19 @@ up_line(const char *line, size_t len)
 	}
 	id = json_object_get(msg, "id");
 	if (!json_is_integer(id)) {
-		/* too_large or busy with id null: kgymd closes; so do we. */
+		/*
+		 * too_large or busy with id null: kgymd closes; so do we, and
+		 * every call in flight is told why, not only that it went.
+		 */
+		err = json_object_get(msg, "error");
+		code = json_string_value(json_object_get(err, "code"));
+		message = json_string_value(json_object_get(err, "message"));
+		snprintf(up.why_buf, sizeof up.why_buf,
+		    "kgymd closed the gateway's connection after an error: %.64s: %.400s",
+		    code != NULL ? code : "no code",
+		    message != NULL ? message : "no message");
 		json_decref(msg);
-		up_lost("kgymd closed the connection");
+		up_lost(up.why_buf);
 		return;
 	}
 	if (json_integer_value(id) == UP_HELLO_ID && up.state == UP_HELLO) {
@@ -259,13 +272,14 @@ up_connect(void)
 }
 
 int
-up_init(struct event_base *base, const char *socket_path)
+up_init(struct event_base *base, const char *socket_path, size_t max_line)
 {
 	size_t i;
 
 	memset(&up, 0, sizeof up);
 	up.base = base;
 	up.next_id = UP_HELLO_ID + 1;
+	up.max_line = max_line;
 	for (i = 0; i < UP_BUCKETS; i++)
 		LIST_INIT(&up.buckets[i]);
 	if ((up.path = strdup(socket_path)) == NULL ||
@@ -349,7 +363,13 @@ up_call(json_t *req, const char *as, up_cb cb, void *arg)
 		json_object_set_new(req, "on_behalf_of", json_string(as));
 	text = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
-	if (text == NULL || bufferevent_write(up.bev, text, strlen(text)) < 0 ||
+	/*
+	 * kgymd answers a longer line too_large and closes the connection:
+	 * every other client's call on it would end too.  Refuse it here.
+	 */
+	if (text != NULL && strlen(text) > up.max_line)
+		rc = -EMSGSIZE;
+	else if (text == NULL || bufferevent_write(up.bev, text, strlen(text)) < 0 ||
 	    bufferevent_write(up.bev, "\n", 1) < 0)
 		rc = -ENOMEM;
 	free(text);

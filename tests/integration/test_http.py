@@ -304,6 +304,81 @@ def test_pipelining_client_that_never_reads():
         k.check(h.request(gw, "GET", "/health").code == 200, "still serving")
 
 
+def start_victims(gw, d, n, delay_ms):
+    """n synchronous /evaluate held in the gateway, running in kgymd."""
+    out = {}
+
+    def one(i):
+        out[i] = h.request(gw, "POST", "/evaluate",
+                           h.selftest_eval("victim-%d" % i, delay_ms=delay_ms), timeout=30)
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    h.wait_for(lambda: all(d.request({"op": "status", "task_id": "victim-%d" % i})["ok"]
+                           for i in range(n)), 10, "the victims' tasks in kgymd")
+    return ts, out
+
+
+def test_line_over_kgymd_max_request_bytes():
+    """A body within max_body_bytes that would make a line longer than kgymd's
+    max_request_bytes (read from [kgymd] of the same file): that client alone
+    gets 413 naming the limit; the shared connection to kgymd is kept, and
+    every other client's request with it."""
+    with Env(kgymd_conf="max_request_bytes = 64K\n", http=h.http_conf(max_body="1M")) as (d, gw):
+        ts, out = start_victims(gw, d, 3, 1500)
+        base = len(json.dumps(h.selftest_eval("big", pad="")))
+        just_under = h.selftest_eval("big", pad="a" * (64 * 1024 - base - 16))
+        k.check(len(json.dumps(just_under)) <= 64 * 1024, "the body itself fits")
+        for path, body in (("/evaluate", just_under),
+                           ("/evaluate", h.selftest_eval("bigger", pad="a" * 200000)),
+                           ("/evaluate/batch", {"batch_id": "b", "tasks": [
+                               h.selftest_eval("b%d" % i, pad="a" * 30000) for i in range(3)]}),
+                           ("/workflow/submit", {"workflow": "selftest",
+                                                 "payload": {"pad": "a" * 70000}})):
+            r = h.request(gw, "POST", path, body)
+            is_error(r, 413, "PAYLOAD_TOO_LARGE")
+            k.check("max_request_bytes" in r.json["message"] and "65536" in r.json["message"],
+                    "names the limit: %r" % r)
+        # Tasks that fit alone but not together, sent at once: each one runs.
+        many = {}
+        ms = [threading.Thread(target=lambda i=i: many.__setitem__(i, h.request(
+            gw, "POST", "/evaluate", h.selftest_eval("m%d" % i, pad="a" * 30000))))
+            for i in range(4)]
+        for t in ms:
+            t.start()
+        for t in ts + ms:
+            t.join(30)
+        k.check(len(out) == 3 and all(r.code == 200 and r.json["status"] == "completed"
+                                      for r in out.values()), "others unaffected: %r" % out)
+        k.check(len(many) == 4 and all(r.code == 200 for r in many.values()), many)
+        k.check("connection lost" not in gw.read_log(), "kept the connection to kgymd")
+
+
+def test_kgymd_closing_says_why():
+    """kgymd closes the gateway's connection after an error line (busy: the
+    unfinished requests of all its clients pass max_input_bytes): the 503
+    of each request in flight relays kgymd's code and message."""
+    with Env(kgymd_conf="max_input_bytes = 20K\n", http=h.http_conf(max_body="1M")) as (d, gw):
+        ts, out = start_victims(gw, d, 2, 3000)
+        hog = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            hog.connect(d.socket)
+            hog.sendall(b"{" + b" " * 10000)  # an unfinished line, held
+            time.sleep(0.2)
+            r = h.request(gw, "POST", "/evaluate", h.selftest_eval("big", pad="a" * 200000))
+            k.check(r.code == 503, r)
+            for t in ts:
+                t.join(30)
+        finally:
+            hog.close()
+        k.check(len(out) == 2, out)
+        for r in list(out.values()) + [r]:
+            is_error(r, 503)
+            k.check("busy" in r.json["message"] and "max_input_bytes" in r.json["message"],
+                    "says why: %r" % r)
+        h.wait_for(lambda: h.request(gw, "GET", "/health").code == 200, 10, "served again")
+
+
 def write_tokens(dirname, text, mode=0o600):
     path = os.path.join(dirname, "tokens")
     with open(path, "w") as f:
@@ -533,5 +608,6 @@ def test_kernelgym_request():
 
 if __name__ == "__main__":
     k.run([test_evaluate_and_attach, test_poll_status_like_drkernel, test_batch_cancel_info,
-           test_status_codes, test_max_inflight, test_pipelining_client_that_never_reads, test_tokens, test_config_checks,
+           test_status_codes, test_max_inflight, test_pipelining_client_that_never_reads,
+           test_line_over_kgymd_max_request_bytes, test_kgymd_closing_says_why, test_tokens, test_config_checks,
            test_malformed_sweep, test_kernelgym_request])

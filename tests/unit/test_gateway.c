@@ -80,9 +80,11 @@ test_conf(void **state)
 	assert_int_equal(c->max_body_bytes, 4 * 1024 * 1024);
 	assert_int_equal(c->max_inflight, 10000);
 	assert_int_equal(c->max_reply_backlog, 16 * 1024 * 1024);
+	assert_int_equal(c->max_request_bytes, 4 * 1024 * 1024);
 	conf_free(c);
 	free(path);
 	path = write_file("kgymd.conf",
+	    "[kgymd]\nmax_request_bytes = 64K\n"
 	    "[http]\nlisten = [::1]:8080\nmax_body_bytes = 64K\n"
 	    "max_inflight = 7\ntoken_file = /etc/tokens\nmax_reply_backlog = 1M\n",
 	    0644);
@@ -93,6 +95,7 @@ test_conf(void **state)
 	assert_int_equal(c->max_body_bytes, 65536);
 	assert_int_equal(c->max_inflight, 7);
 	assert_int_equal(c->max_reply_backlog, 1024 * 1024);
+	assert_int_equal(c->max_request_bytes, 65536);
 	assert_string_equal(c->token_file, "/etc/tokens");
 	conf_free(c);
 	free(path);
@@ -109,6 +112,7 @@ test_conf(void **state)
 	    "[http]\n\nmax_inflight = 1\nmax_inflight = 2\n", ":4: duplicate key");
 	expect_conf_error("[http]\nlisten_port = 1\n", "unknown key \"listen_port\"");
 	expect_conf_error("[kgymd]\nsocket = relative.sock\n", "socket");
+	expect_conf_error("[kgymd]\nmax_request_bytes = 4T\n", "max_request_bytes");
 }
 
 #define ALICE "alice-0123456789abcdef"
