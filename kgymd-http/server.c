@@ -32,6 +32,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 
 #include "gateway.h"
 
@@ -77,11 +78,20 @@ static const struct route routes[] = {
 };
 #define NROUTES (sizeof routes / sizeof routes[0])
 
+/* How long the listener rests after accept() fails for want of a descriptor. */
+#define GW_ACCEPT_PAUSE_MS 250
+/* At most one log line about it per this many seconds. */
+#define GW_ACCEPT_LOG_S 10
+
 static struct {
 	struct evhttp *http;
 	const struct gw_config *config;
 	struct token_set *tokens;
 	int inflight;
+	struct evconnlistener *listener;
+	struct event *accept_resume;
+	unsigned long accept_pauses; /* since the last log line */
+	time_t accept_logged;
 } srv;
 
 static void
@@ -573,6 +583,39 @@ gw_new_bufferevent(struct event_base *base, void *arg)
 	return bev; /* NULL: evhttp makes one itself */
 }
 
+static void
+gw_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+	evconnlistener_enable(srv.listener);
+}
+
+/*
+ * accept() failed.  Out of descriptors (EMFILE, ENFILE) or memory, the
+ * connection stays in the listen queue and the listener stays readable:
+ * retrying at once spins the loop (and libevent logs every try).  So the
+ * listener rests a moment while the connections we have are served, and
+ * is tried again from a timer; a line says so, not one per attempt.
+ */
+static void
+gw_accept_error(struct evconnlistener *lev, void *arg)
+{
+	static const struct timeval pause = { 0, GW_ACCEPT_PAUSE_MS * 1000 };
+	int err = EVUTIL_SOCKET_ERROR();
+	time_t now = time(NULL);
+
+	evconnlistener_disable(lev);
+	evtimer_add(srv.accept_resume, &pause);
+	srv.accept_pauses++;
+	if (now - srv.accept_logged < GW_ACCEPT_LOG_S)
+		return;
+	gw_log("cannot accept connections: %s; pausing the listener for %d ms "
+	       "(%lu pause%s since the last report)",
+	    strerror(err), GW_ACCEPT_PAUSE_MS, srv.accept_pauses,
+	    srv.accept_pauses == 1 ? "" : "s");
+	srv.accept_logged = now;
+	srv.accept_pauses = 0;
+}
+
 int
 server_start(struct event_base *base, const struct gw_config *config,
     struct token_set *tokens, char **ret_cause)
@@ -611,6 +654,13 @@ server_start(struct event_base *base, const struct gw_config *config,
 		srv.http = NULL;
 		return -EADDRINUSE;
 	}
+	srv.listener = evhttp_bound_socket_get_listener(handle);
+	if ((srv.accept_resume = evtimer_new(base, gw_accept_resume, NULL)) == NULL) {
+		evhttp_free(srv.http);
+		srv.http = NULL;
+		return -ENOMEM;
+	}
+	evconnlistener_set_error_cb(srv.listener, gw_accept_error);
 	/* Port 0 picks one: say which (the tests read this line). */
 	if (getsockname(evhttp_bound_socket_get_fd(handle), (struct sockaddr *)&ss,
 		&sslen) == 0 &&
@@ -624,7 +674,11 @@ server_start(struct event_base *base, const struct gw_config *config,
 void
 server_stop(void)
 {
+	if (srv.accept_resume != NULL)
+		event_free(srv.accept_resume);
+	srv.accept_resume = NULL;
 	if (srv.http != NULL)
 		evhttp_free(srv.http);
 	srv.http = NULL;
+	srv.listener = NULL;
 }

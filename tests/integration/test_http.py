@@ -379,6 +379,50 @@ def test_kgymd_closing_says_why():
         h.wait_for(lambda: h.request(gw, "GET", "/health").code == 200, 10, "served again")
 
 
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_out_of_descriptors():
+    """Past its open-file limit the gateway neither spins in accept() nor
+    logs every attempt: it rests its listener, serves the connections it
+    has, and accepts again once descriptors are free."""
+    import http.client
+    import resource
+    with Env() as (d, gw):
+        pid = gw.proc.pid
+        kept = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=5)
+        kept.request("GET", "/health")
+        k.check(kept.getresponse().read() and True, "kept connection")
+        soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (64, hard))
+        socks = []
+        try:
+            for _ in range(120):
+                try:
+                    socks.append(socket.create_connection(("127.0.0.1", gw.port), timeout=1))
+                except OSError:
+                    break
+            time.sleep(0.3)
+            log0, cpu0 = os.path.getsize(gw.log_path), cpu_s(pid)
+            time.sleep(1.5)
+            cpu, grew = cpu_s(pid) - cpu0, os.path.getsize(gw.log_path) - log0
+            kept.request("GET", "/health")
+            r = kept.getresponse()
+            k.check(r.status == 200, "serves the connections it has: %d" % r.status)
+            r.read()
+        finally:
+            for s in socks:
+                s.close()
+            kept.close()
+        k.check(cpu < 0.3 and grew < 1000, "no spin: %.2f s of CPU, log +%d bytes in 1.5 s" % (cpu, grew))
+        k.check("cannot accept connections" in gw.read_log(), "said so")
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+        h.wait_for(lambda: h.request(gw, "GET", "/health", timeout=5).code == 200, 10, "accepts again")
+
+
 def write_tokens(dirname, text, mode=0o600):
     path = os.path.join(dirname, "tokens")
     with open(path, "w") as f:
@@ -609,5 +653,6 @@ def test_kernelgym_request():
 if __name__ == "__main__":
     k.run([test_evaluate_and_attach, test_poll_status_like_drkernel, test_batch_cancel_info,
            test_status_codes, test_max_inflight, test_pipelining_client_that_never_reads,
-           test_line_over_kgymd_max_request_bytes, test_kgymd_closing_says_why, test_tokens, test_config_checks,
+           test_line_over_kgymd_max_request_bytes, test_kgymd_closing_says_why,
+           test_out_of_descriptors, test_tokens, test_config_checks,
            test_malformed_sweep, test_kernelgym_request])
