@@ -27,20 +27,32 @@ struct batch_state {
 	int64_t submitted_ms;
 };
 
-/* The first rejection of a submit reply, answered as kgymd's error. */
+/*
+ * The first rejection of a submit reply, answered as kgymd's error; `ids`
+ * the batch's task_id per index, NULL for a /workflow/submit's one task.
+ */
 static bool
-evaluate_rejected(struct gw_req *r, const json_t *msg, const char *task_id, bool batch)
+evaluate_rejected(struct gw_req *r, const json_t *msg, const json_t *ids)
 {
 	const json_t *rej = json_array_get(json_object_get(msg, "rejected"), 0);
+	json_int_t index;
+	const char *task_id;
 	char prefix[32];
 	json_t *wrapped;
 
 	if (rej == NULL)
 		return false;
-	snprintf(prefix, sizeof prefix, "tasks[%d].",
-	    (int)json_integer_value(json_object_get(rej, "index")));
+	index = json_integer_value(json_object_get(rej, "index"));
+	snprintf(prefix, sizeof prefix, "tasks[%lld].", (long long)index);
+	/* kgymd's rejection names the task by index only: name its id too. */
+	task_id = ids != NULL ?
+	    json_string_value(json_array_get(ids, (size_t)index)) :
+	    json_string_value(json_object_get(gw_req_body(r), "task_id"));
 	wrapped = json_pack("{s:O}", "error", json_object_get(rej, "error"));
-	gw_reply_kgymd_error(r, wrapped, task_id, batch ? prefix : NULL);
+	if (ids != NULL)
+		gw_reply_kgymd_error(r, wrapped, task_id, prefix);
+	else
+		gw_reply_kgymd_error_in(r, wrapped, task_id, NULL, "payload.");
 	json_decref(wrapped);
 	return true;
 }
@@ -114,7 +126,7 @@ evaluate_batch_cb(const json_t *msg, bool last, void *arg)
 	} else if (json_is_false(json_object_get(msg, "ok"))) {
 		gw_reply_kgymd_error(r, msg, NULL, NULL);
 	} else if (json_object_get(msg, "accepted") != NULL) {
-		evaluate_rejected(r, msg, NULL, true);
+		evaluate_rejected(r, msg, st->ids);
 	} else if (json_is_string(json_object_get(msg, "event"))) {
 		id = json_string_value(json_object_get(msg, "task_id"));
 		state = json_string_value(json_object_get(msg, "state"));
@@ -209,8 +221,8 @@ workflow_submit_cb(const json_t *msg, bool last, void *arg)
 	if (msg == NULL)
 		return gw_reply_unavailable(r);
 	if (json_is_false(json_object_get(msg, "ok")))
-		return gw_reply_kgymd_error(r, msg, NULL, NULL);
-	if (evaluate_rejected(r, msg, NULL, false))
+		return gw_reply_kgymd_error_in(r, msg, NULL, NULL, "payload.");
+	if (evaluate_rejected(r, msg, NULL))
 		return;
 	acc = json_array_get(json_object_get(msg, "accepted"), 0);
 	out = json_pack("{s:O?, s:s, s:n, s:n, s:n, s:o, s:n}", "task_id",

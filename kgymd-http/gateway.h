@@ -28,10 +28,10 @@ struct evhttp_request;
 /* [kgymd] socket and [http] of kgymd.conf, read with inih. */
 
 struct gw_config {
-	char *path;	   /* the file read */
-	char *socket;	   /* [kgymd] socket */
+	char *path;		  /* the file read */
+	char *socket;		  /* [kgymd] socket */
 	size_t max_request_bytes; /* [kgymd]'s too: the longest line kgymd reads */
-	char *listen_host; /* [http] listen, split */
+	char *listen_host;	  /* [http] listen, split */
 	int listen_port;
 	bool loopback;	  /* listen_host is 127.0.0.1 or ::1 */
 	char *token_file; /* NULL: no tokens */
@@ -127,6 +127,12 @@ void gw_reply_error(struct gw_req *r, int code, const char *ecode, const char *f
 /* Answer from a kgymd error reply (code, message): 400/404/409/429/503. */
 void gw_reply_kgymd_error(struct gw_req *r, const json_t *reply, const char *task_id,
     const char *field_prefix);
+/*
+ * The same, for a task whose payload is the request's "payload" object
+ * (/workflow/submit): the plugin's field names get payload_prefix too.
+ */
+void gw_reply_kgymd_error_in(struct gw_req *r, const json_t *reply, const char *task_id,
+    const char *field_prefix, const char *payload_prefix);
 /* 503: kgymd is not reachable. */
 void gw_reply_unavailable(struct gw_req *r);
 /* The answer to a failed gw_call() or up_call(): 413 for -EMSGSIZE, else 503. */

@@ -16,6 +16,7 @@
  */
 #include "config.h"
 
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include <errno.h>
@@ -275,8 +276,10 @@ gw_reply_call_failed(struct gw_req *r, int rc, const char *task_id)
 /*
  * The field a kgymd message names, after prefix: "field 'NAME'" (kgymd's
  * own checks), or a plugin's "'NAME': ..." or "NAME: ..." at its start.
+ * Returns what follows "NAME: " when the message starts with the name (so
+ * that it can be said again as "field 'PREFIXNAME': ..."), else NULL.
  */
-static void
+static const char *
 gw_field_of(const char *message, const char *prefix, char *field, size_t size)
 {
 	static const char ident[] =
@@ -290,50 +293,78 @@ gw_field_of(const char *message, const char *prefix, char *field, size_t size)
 	} else if (message[0] == '\'') {
 		s = message + 1;
 	} else if ((n = strspn(message, ident)) > 0 && message[n] == ':') {
-		snprintf(field, size, "%s%.*s", prefix != NULL ? prefix : "", (int)n,
-		    message);
-		return;
+		/* A name cut short would name the wrong field: none then. */
+		if (snprintf(field, size, "%s%.*s", prefix, (int)n, message) >=
+		    (int)size) {
+			field[0] = '\0';
+			return NULL;
+		}
+		return message + n + strspn(message + n, ": ");
 	} else {
-		return;
+		return NULL;
 	}
 	if ((e = strchr(s, '\'')) == NULL || e == s ||
 	    strspn(s, ident) != (size_t)(e - s))
-		return;
-	snprintf(field, size, "%s%.*s", prefix != NULL ? prefix : "", (int)(e - s), s);
+		return NULL;
+	if (snprintf(field, size, "%s%.*s", prefix, (int)(e - s), s) >= (int)size) {
+		field[0] = '\0';
+		return NULL;
+	}
+	if ((s == message + 7 || s == message + 1) && e[1] == ':')
+		return e + 1 + strspn(e + 1, ": ");
+	return NULL;
 }
 
 void
 gw_reply_kgymd_error(struct gw_req *r, const json_t *reply, const char *task_id,
     const char *field_prefix)
 {
+	gw_reply_kgymd_error_in(r, reply, task_id, field_prefix, "");
+}
+
+void
+gw_reply_kgymd_error_in(struct gw_req *r, const json_t *reply, const char *task_id,
+    const char *field_prefix, const char *payload_prefix)
+{
 	const json_t *error = json_object_get(reply, "error");
 	const char *code = json_string_value(json_object_get(error, "code"));
 	const char *message = json_string_value(json_object_get(error, "message"));
 	static const char payload[] = "field 'payload': ";
 	static const char timeout_s[] = "field 'timeout_s': ";
-	char field[128];
+	const char *rest;
+	char field[128], prefix[128];
 
 	if (code == NULL)
 		code = "internal";
 	if (message == NULL)
 		message = "kgymd gave no reason";
-	/* The task's payload is the request's own fields: name those. */
-	if (strncmp(message, payload, sizeof payload - 1) == 0)
+	if (field_prefix == NULL)
+		field_prefix = "";
+	/*
+	 * The plugin's complaint about the task's payload: its fields are the
+	 * request's own (/evaluate) or those of its "payload" (/workflow/submit).
+	 */
+	if (strncmp(message, payload, sizeof payload - 1) == 0) {
 		message += sizeof payload - 1;
+		snprintf(prefix, sizeof prefix, "%s%s", field_prefix, payload_prefix);
+	} else {
+		snprintf(prefix, sizeof prefix, "%s", field_prefix);
+	}
 	if (strcmp(code, "bad_request") == 0 || strcmp(code, "bad_json") == 0) {
-		gw_field_of(message, field_prefix, field, sizeof field);
+		rest = gw_field_of(message, prefix, field, sizeof field);
 		/* The task's timeout_s is the request's timeout. */
 		if (strncmp(message, timeout_s, sizeof timeout_s - 1) == 0) {
-			snprintf(field, sizeof field, "%stimeout",
-			    field_prefix != NULL ? field_prefix : "");
+			snprintf(field, sizeof field, "%stimeout", field_prefix);
 			gw_reply_error(r, 400, "VALIDATION_ERROR", field, task_id,
-			    "%sfield 'timeout': %s", field_prefix != NULL ? field_prefix : "",
-			    message + sizeof timeout_s - 1);
-			return;
+			    "field '%s': %s", field, message + sizeof timeout_s - 1);
+		} else if (rest != NULL) {
+			gw_reply_error(r, 400, "VALIDATION_ERROR", field, task_id,
+			    "field '%s': %s", field, rest);
+		} else {
+			gw_reply_error(r, 400, "VALIDATION_ERROR",
+			    field[0] != '\0' ? field : NULL, task_id, "%s%s", prefix,
+			    message);
 		}
-		gw_reply_error(r, 400, "VALIDATION_ERROR",
-		    field[0] != '\0' ? field : NULL, task_id, "%s%s",
-		    field_prefix != NULL ? field_prefix : "", message);
 	} else if (strcmp(code, "not_found") == 0) {
 		gw_reply_error(r, 404, "TASK_NOT_FOUND", NULL, task_id, "%s", message);
 	} else if (strcmp(code, "queue_full") == 0) {
@@ -344,8 +375,9 @@ gw_reply_kgymd_error(struct gw_req *r, const json_t *reply, const char *task_id,
 	} else if (strcmp(code, "forbidden") == 0 &&
 	    strstr(message, "task_id") != NULL &&
 	    strstr(message, "belongs to another") != NULL) {
-		gw_reply_error(r, 409, "TASK_ID_CONFLICT", "task_id", task_id,
-		    "task_id '%s' is taken by another client",
+		snprintf(field, sizeof field, "%stask_id", field_prefix);
+		gw_reply_error(r, 409, "TASK_ID_CONFLICT", field, task_id,
+		    "%s '%s' is taken by another client", field,
 		    task_id != NULL ? task_id : "");
 	} else if (strcmp(code, "forbidden") == 0) {
 		gw_reply_error(r, 503, "GATEWAY_FORBIDDEN", NULL, task_id,
@@ -473,6 +505,27 @@ gw_authenticate(struct gw_req *r)
 	return true;
 }
 
+/*
+ * Two Content-Length headers that disagree: evhttp reads the body by the
+ * first, a proxy in front may have used the other (request smuggling).
+ */
+static bool
+gw_length_ambiguous(struct evhttp_request *req)
+{
+	struct evkeyval *kv;
+	const char *first = NULL;
+
+	TAILQ_FOREACH(kv, evhttp_request_get_input_headers(req), next) {
+		if (strcasecmp(kv->key, "Content-Length") != 0)
+			continue;
+		if (first == NULL)
+			first = kv->value;
+		else if (strcmp(first, kv->value) != 0)
+			return true;
+	}
+	return false;
+}
+
 static const struct route *
 gw_route(const char *path, bool *ret_method_ok, enum evhttp_cmd_type method,
     const char **ret_arg)
@@ -523,6 +576,15 @@ gw_dispatch(struct evhttp_request *req, void *arg)
 		gw_reply_error(r, 429, "TOO_MANY_REQUESTS", NULL, NULL,
 		    "the gateway holds max_inflight (%d) requests; retry later",
 		    srv.config->max_inflight);
+		return;
+	}
+	if (gw_length_ambiguous(req)) {
+		/* What follows on this connection cannot be trusted either. */
+		evhttp_add_header(
+		    evhttp_request_get_output_headers(req), "Connection", "close");
+		gw_reply_error(r, 400, "VALIDATION_ERROR", "Content-Length", NULL,
+		    "field 'Content-Length': the request has Content-Length headers "
+		    "that disagree; send one");
 		return;
 	}
 	if (path != NULL && *path != '\0')

@@ -246,11 +246,17 @@ shape_task(
     const json_t *body, bool workflow_form, const char *prefix, struct shape_error *err)
 {
 	json_t *task = json_object(), *ok;
+	char item[64];
 
 	if (!json_is_object(body)) {
 		json_decref(task);
-		return shape_fail(err, prefix, prefix[0] != '\0' ? "" : "body",
-		    "expected an object, got %s", shape_type(body));
+		if (prefix[0] == '\0')
+			return shape_fail(err, "", "body", "expected an object, got %s",
+			    shape_type(body));
+		/* The item itself: "tasks[3]", not "tasks[3].". */
+		snprintf(item, sizeof item, "%.*s", (int)strcspn(prefix, "."), prefix);
+		return shape_fail(
+		    err, "", item, "expected an object, got %s", shape_type(body));
 	}
 	ok = workflow_form ? shape_workflow_task(body, task, prefix, err) :
 			     shape_evaluation_task(body, task, prefix, err);

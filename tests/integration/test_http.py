@@ -434,6 +434,42 @@ def write_tokens(dirname, text, mode=0o600):
 ALICE, BOB, ROOT = "alice-secret-0123456789", "bob-secret-0123456789xx", "admin-secret-0123456789"
 
 
+def test_error_messages_name_field_and_task():
+    """A 409 of a batch or /workflow/submit names the task_id (and its index),
+    a batch item that is no object is "tasks[1]", a plugin's complaint about
+    a /workflow/submit payload names "payload.FIELD", and two disagreeing
+    Content-Length headers are refused."""
+    tdir = tempfile.mkdtemp(prefix="kgym-tokens-")
+    try:
+        path = write_tokens(tdir, "alice %s\nbob %s\n" % (ALICE, BOB))
+        with Env(http=h.http_conf(token_file=path)) as (d, gw):
+            k.check(h.request(gw, "POST", "/evaluate", h.selftest_eval("hers"), token=ALICE).code
+                    == 200, "alice's task")
+            r = h.request(gw, "POST", "/evaluate/batch", {"batch_id": "b", "tasks": [
+                h.selftest_eval("b0"), h.selftest_eval("hers")]}, token=BOB)
+            is_error(r, 409, "TASK_ID_CONFLICT", "tasks[1].task_id")
+            k.check("'hers'" in r.json["message"] and r.json["task_id"] == "hers", r)
+            r = h.request(gw, "POST", "/workflow/submit", {"workflow": "selftest", "task_id": "hers",
+                                                          "payload": {"action": "ok"}}, token=BOB)
+            is_error(r, 409, "TASK_ID_CONFLICT", "task_id")
+            k.check("'hers'" in r.json["message"] and r.json["task_id"] == "hers", r)
+            r = h.request(gw, "POST", "/evaluate/batch", {"batch_id": "b", "tasks": [
+                h.selftest_eval("c0"), 5]}, token=BOB)
+            is_error(r, 400, "VALIDATION_ERROR", "tasks[1]")
+            k.check("tasks[1]." not in r.json["message"], r)
+            r = h.request(gw, "POST", "/workflow/submit", {"workflow": "selftest", "payload": {
+                "action": "ok", "delay_ms": -1}}, token=BOB)
+            is_error(r, 400, "VALIDATION_ERROR", "payload.delay_ms")
+            body = json.dumps(h.selftest_eval("cl")).encode()
+            code, raw = h.raw_request(gw, b"POST /evaluate HTTP/1.1\r\nHost: x\r\n"
+                                      b"Authorization: Bearer " + BOB.encode() + b"\r\n"
+                                      b"Content-Length: %d\r\nContent-Length: 3\r\n\r\n" % len(body)
+                                      + body)
+            k.check(code == 400 and b"Content-Length" in raw, "two Content-Length: %r" % raw[:300])
+    finally:
+        shutil.rmtree(tdir, ignore_errors=True)
+
+
 def test_tokens():
     tdir = tempfile.mkdtemp(prefix="kgym-tokens-")
     try:
@@ -554,7 +590,7 @@ def sweep_cases():
         ("batch of 101", "POST", "/evaluate/batch", json.dumps(
             {"batch_id": "b", "tasks": [ok] * 101}).encode(), {400}, "tasks"),
         ("batch element string", "POST", "/evaluate/batch", json.dumps(
-            {"batch_id": "b", "tasks": [ok, "x"]}).encode(), {400}, "tasks[1]."),
+            {"batch_id": "b", "tasks": [ok, "x"]}).encode(), {400}, "tasks[1]"),
         ("batch element bad field", "POST", "/evaluate/batch", json.dumps(
             {"batch_id": "b", "tasks": [ok, dict(ok, task_id=5)]}).encode(), {400}, "tasks[1].task_id"),
         ("workflow payload string", "POST", "/workflow/submit", json.dumps(
@@ -654,5 +690,5 @@ if __name__ == "__main__":
     k.run([test_evaluate_and_attach, test_poll_status_like_drkernel, test_batch_cancel_info,
            test_status_codes, test_max_inflight, test_pipelining_client_that_never_reads,
            test_line_over_kgymd_max_request_bytes, test_kgymd_closing_says_why,
-           test_out_of_descriptors, test_tokens, test_config_checks,
+           test_out_of_descriptors, test_error_messages_name_field_and_task, test_tokens, test_config_checks,
            test_malformed_sweep, test_kernelgym_request])
