@@ -580,7 +580,7 @@ control_process(struct conn *conn)
 {
 	struct evbuffer *in = bufferevent_get_input(conn->bev);
 	uint64_t t0 = stats_now_us();
-	struct conn *victim;
+	struct conn *victim = NULL;
 	size_t len = 0;
 	bool too_long;
 	char msg[160];
@@ -639,22 +639,20 @@ control_process(struct conn *conn)
 		    kgymd_config->max_request_bytes);
 		control_refuse_conn(conn, "too_large", msg);
 	} else if (control_input > kgymd_config->max_input_bytes &&
-	    evbuffer_get_length(in) > 0 && (victim = control_biggest(conn)) != conn) {
-		/*
-		 * Unfinished lines of all clients together passed the budget, and
-		 * another client holds more of them than this one: that one is
-		 * turned away, not whoever happened to send the last bytes (a
-		 * gateway's connection, carrying many users' requests, would
-		 * otherwise lose to anyone who fills the budget first).
-		 */
-		control_turn_away_busy(victim);
-		control_finish_if_done(conn);
-		return;
-	} else if (control_input > kgymd_config->max_input_bytes &&
-	    evbuffer_get_length(in) > 0) {
+	    evbuffer_get_length(in) > 0 && (victim = control_biggest(conn)) == conn) {
 		/* This client holds the most: it goes, and memory stays bounded. */
 		control_refuse_busy(conn);
 	} else {
+		/*
+		 * Past the budget with another client holding more unfinished
+		 * input than this one: that one is turned away, not whoever
+		 * happened to send the last bytes (a gateway's connection,
+		 * carrying many users' requests, would otherwise lose to anyone
+		 * who fills the budget first).
+		 */
+		if (control_input > kgymd_config->max_input_bytes &&
+		    evbuffer_get_length(in) > 0)
+			control_turn_away_busy(victim);
 		/* A client that stopped sending will never finish this line. */
 		if (conn->peer_eof || conn->peer.gone) {
 			evbuffer_drain(in, evbuffer_get_length(in));
