@@ -351,9 +351,9 @@ sandbox_landlock_need(char **ret_cause)
  * without what tells of the host: rules for a list of entries, not for
  * /proc.  Host-wide, what runtimes read (the CPUs, the memory, the kernel's
  * settings); not the kernel's command line, the locks or the scheduler's
- * view of every process.  Of this process's own directory ("self", which
- * resolves to it when the rule is made), what a runtime reads of itself
- * (its descriptors, its status, its mappings); not its environment (the
+ * view of every process.  Of this process's own directory (/proc/PID, what
+ * /proc/self leads to), what a runtime reads of itself (its descriptors,
+ * its status, its mappings); not its threads' entries, its environment (the
  * worker's directory), its command line (kgymd's install paths), its
  * mounts (the host's), its network namespace's sockets (/proc/net is
  * self/net) or its cgroup.  A candidate can encode whatever it may read
