@@ -427,6 +427,37 @@ def test_judge_death_blamed_where_it_happened():
             tp.show(r))
 
 
+def test_memfds_sealed_past_the_static_checks():
+    """No descriptor of the judge's areas stays in an executor, but code past
+    the static checks can keep one as it arrives (socket.recv_fds wrapped
+    at import, each descriptor duplicated): truncating it must still fail
+    -- the areas are sealed -- or the judge's next read faults and a wrong
+    answer ends as kgymd's failure (shrink_shared_memfd.py, the road it
+    had before)."""
+    cand = ("import os, socket\nimport torch.nn as nn\n\n"
+            "kept = []\n_recv = socket.recv_fds\n\n\n"
+            "def recv_fds(*a, **kw):\n"
+            "    got = _recv(*a, **kw)\n"
+            "    kept.extend(os.dup(fd) for fd in got[1])\n"
+            "    return got\n\n\n"
+            "socket.recv_fds = recv_fds\n\n\n"
+            "class ModelNew(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        shrunk = 0\n"
+            "        for fd in kept:\n"
+            "            try:\n"
+            "                os.ftruncate(fd, 0)\n"
+            "                shrunk += 1\n"
+            "            except OSError:\n"
+            "                pass\n"
+            "        if not kept:\n"
+            "            raise RuntimeError('no descriptor was kept: the test proves nothing')\n"
+            "        return x * 0.5\n")
+    r = once(cand)
+    k.check(r.get("error_code") == "CORRECTNESS_ERROR" and r.get("status") == "completed",
+            "truncation refused, the wrong answer scored: %s" % tp.show(r))
+
+
 def test_candidate_cannot_blame_kgymd():
     """Once its code is loaded, the candidate's process reports failures of
     the candidate only, and the judge picks their code and status: no
@@ -466,7 +497,7 @@ def main():
            test_outputs_over_the_limit_refused,
            test_judge_death_tells_nothing_of_the_host, test_reference_out_of_memory_is_the_problems,
            test_judge_short_of_memory_is_the_problems,
-           test_candidate_cannot_blame_kgymd, test_rounds_time_and_check_every_call,
+           test_memfds_sealed_past_the_static_checks, test_candidate_cannot_blame_kgymd, test_rounds_time_and_check_every_call,
            test_judge_death_blamed_where_it_happened])
 
 

@@ -243,7 +243,7 @@ MUTANTS = [
     M("py_memfds_unsealed", "shared memfds cannot be shrunk by the candidate", JUDGE,
       "        for fd in self.memfds.values():\n            seal_memfd(fd)\n",
       "        for fd in ():\n            seal_memfd(fd)\n",
-      ["tests/exploits/run_python.py --device cpu --only shrink_shared_memfd"]),
+      [TJ + ":test_memfds_sealed_past_the_static_checks"]),
     M("ref_cache_replaced_upward", "a reference timing measured under load never raises the cache's entry",
       "plugins/common/python_workflow.c",
       "	if (old != NULL && pw_median_ms(old) <=",
