@@ -353,7 +353,9 @@ sandbox_landlock_need(char **ret_cause)
  * settings); not the kernel's command line, the locks or the scheduler's
  * view of every process.  Of this process's own directory (/proc/PID, what
  * /proc/self leads to), what a runtime reads of itself (its descriptors,
- * its status, its mappings); not its threads' entries, its environment (the
+ * its status); not its mappings (where the judge's shared areas lie: an
+ * address is all raw memory access needs), its threads' entries, its
+ * environment (the
  * worker's directory), its command line (kgymd's install paths), its
  * mounts (the host's), its network namespace's sockets (/proc/net is
  * self/net) or its cgroup.  A candidate can encode whatever it may read
@@ -371,8 +373,8 @@ static const char *const sandbox_proc_host[] = {
 	"sys", "zoneinfo", "buddyinfo", "pressure",
 };
 static const char *const sandbox_proc_self[] = {
-	"fd", "fdinfo", "stat", "statm", "status", "comm", "limits", "maps", "smaps",
-	"auxv", "io", "sched", "schedstat", "oom_score_adj",
+	"fd", "fdinfo", "stat", "statm", "status", "comm", "limits", "auxv", "io",
+	"sched", "schedstat", "oom_score_adj",
 };
 
 static int

@@ -87,11 +87,24 @@ FORBIDDEN_NAMES = {
     # the tree: format_map is refused, str.format unless its string is a
     # literal whose fields name no attribute or item (visit_Call).
     "format_map": "format strings that walk attributes",
+    # A pointer made an array (numpy, torch.from_numpy): raw memory without
+    # ctypes -- the judge's shared areas found by address (2026-11-29).
+    "__array_interface__": "raw memory (a pointer made an array)",
+    "__array_struct__": "raw memory (a pointer made an array)",
+    "__cuda_array_interface__": "raw memory (a pointer made an array)",
 }
 # Modules re-export what they import (torch.sys, torch.os, ...): an
 # attribute of any object with one of these names reaches a forbidden module
 # without an import statement.
 MODULE_ATTRIBUTES = {name: why for name, why in FORBIDDEN_MODULES.items() if "." not in name and name != "code"}
+
+
+def module_attribute(name):
+    """Why an attribute of this name is a forbidden module, else None --
+    under its own name or a private alias (tempfile._os, tempfile._sys: a
+    red-team run of 2026-11-29 reached sys.modules that way)."""
+    return MODULE_ATTRIBUTES.get(name) or (MODULE_ATTRIBUTES.get(name.lstrip("_")) if name.startswith("_")
+                                           else None)
 # Functions that take an attribute's name as a string: the name must be a
 # literal, so that the checks above see it.
 ATTRIBUTE_FUNCTIONS = {"getattr", "setattr", "delattr", "hasattr"}
@@ -195,7 +208,7 @@ class StaticChecker(ast.NodeVisitor):
             # A forbidden module re-exported by another ("from numpy.ctypeslib
             # import ctypes") is that module.
             why = (self.module_forbidden(full) or FORBIDDEN_DOTTED.get(full) or FORBIDDEN_NAMES.get(a.name)
-                   or MODULE_ATTRIBUTES.get(a.name))
+                   or module_attribute(a.name))
             if why:
                 self.bad(node, "import of '%s'" % full, why)
             self.aliases[a.asname or a.name] = full
@@ -209,8 +222,8 @@ class StaticChecker(ast.NodeVisitor):
     def visit_Attribute(self, node):
         if node.attr in FORBIDDEN_NAMES:
             self.bad(node, "'.%s'" % node.attr, FORBIDDEN_NAMES[node.attr])
-        elif node.attr in MODULE_ATTRIBUTES:
-            self.bad(node, "'.%s' (a module re-exported by another)" % node.attr, MODULE_ATTRIBUTES[node.attr])
+        elif module_attribute(node.attr):
+            self.bad(node, "'.%s' (a module re-exported by another)" % node.attr, module_attribute(node.attr))
         d = self.dotted(node)
         if d is not None:
             if d in FORBIDDEN_DOTTED:
@@ -294,8 +307,8 @@ class StaticChecker(ast.NodeVisitor):
                 self.bad(node, "%s() with a computed attribute name" % name, "names must be visible to the checks")
             elif attr.value in FORBIDDEN_NAMES:
                 self.bad(node, "%s(..., '%s')" % (name, attr.value), FORBIDDEN_NAMES[attr.value])
-            elif attr.value in MODULE_ATTRIBUTES:
-                self.bad(node, "%s(..., '%s')" % (name, attr.value), MODULE_ATTRIBUTES[attr.value])
+            elif module_attribute(attr.value):
+                self.bad(node, "%s(..., '%s')" % (name, attr.value), module_attribute(attr.value))
         if isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
                 and not self.plain_format(node.func.value):
             self.bad(node, "str.format() on a string that is not a literal or names attributes or items",

@@ -50,6 +50,10 @@ PHASES = {  # name: (limit key, default seconds, what it is, for a timeout's mes
     "correctness": ("correctness_timeout", 100, "the correctness trials"),
     "timing": ("timing_timeout", 250, "the timed calls and the reference's timing"),
 }
+# The failures a candidate can cause once its model is ready: all scored
+# (status completed), so that none can stand in for a wrong answer.
+CANDIDATE_FAILURES = ("CORRECTNESS_ERROR", "REWARD_HACK", "RUNTIME_ERROR", "RESOURCE_ERROR",
+                      "SANDBOX_VIOLATION", "TIMEOUT_ERROR")
 JUDGE_GRACE_S = 5.0            # the judge reports a timeout itself, naming the call; past this, we do
 
 
@@ -450,8 +454,14 @@ class Job:
             return self.executor_gone(v["gone"], v.get("during"), compiled, bool(v.get("tainted")))
         if not v.get("ok"):
             code = v.get("code") or "SYSTEM_ERROR"
-            completed = compiled and v.get("completed", True) and code in ("CORRECTNESS_ERROR", "REWARD_HACK",
-                                                                           "RUNTIME_ERROR")
+            # Once its model is ready, every failure the judge lays at the
+            # candidate's door is scored (completed): out of memory, a
+            # forbidden call, a hang as much as an exception.  A wrong
+            # kernel that checks itself and then raises MemoryError, or
+            # hangs, must not turn its wrong answer into a failure trainers
+            # drop.  The judge says which failures are the problem's or
+            # kgymd's (completed false).
+            completed = compiled and v.get("completed", True) and code in CANDIDATE_FAILURES
             r = self.base("completed" if completed else "failed", compiled, False, code, v.get("message"))
             if trials:
                 r["correctness_trials"] = trials
@@ -510,7 +520,9 @@ class Job:
                 return self.fail("VALIDATION_ERROR", "the reference made a system call the sandbox forbids "
                                  "(killed by SIGSYS)", compiled)
             return self.fail("SYSTEM_ERROR", why + ("\n" + log if log else ""), compiled)
-        if code == "RUNTIME_ERROR" and compiled:
+        if compiled and code in CANDIDATE_FAILURES:
+            # Killed by SIGKILL or SIGXCPU, or by the sandbox, on its inputs:
+            # the candidate's own doing (it may signal itself), scored.
             return self.base("completed", True, False, code, why + ("\n" + log if log else ""))
         if code == "RUNTIME_ERROR" and tainted:
             code = "COMPILATION_ERROR"

@@ -40,6 +40,13 @@ REFUSED = [
     ("from torch import os\n", 1, "operating-system"),
     ("import logging\nlogging.handlers.QueueListener(1).start()\n", 2, "other threads"),
     ("import numpy\nx = numpy.ctypeslib\n", 2, "raw memory"),
+    # The third run's: modules under private aliases, a pointer made an array.
+    ("import tempfile\nm = tempfile._sys.modules\n", 2, "interpreter internals"),
+    ("import tempfile\nm = tempfile._os.environ\n", 2, "operating-system"),
+    ("from tempfile import _os\n", 1, "operating-system"),
+    ("import tempfile\nm = getattr(tempfile, '_sys')\n", 2, "interpreter internals"),
+    ("class P:\n    __array_interface__ = {}\n", 2, "raw memory"),
+    ("import numpy as np\nx = np.asarray(1).__array_interface__\n", 2, "raw memory"),
 ]
 ALLOWED = [
     "s = '{} {:>8} {name}'.format(1, 2, name=3)\n",

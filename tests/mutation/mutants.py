@@ -165,6 +165,17 @@ MUTANTS = [
       "        os.close(self.ctl_fd)\n        self.ctl_fd = None\n",
       "",
       ["tests/integration/test_python_exploits.py"]),
+    M("py_failure_escapes_scoring", "a candidate's failure once its model is ready is scored (completed)",
+      SUPERVISOR,
+      "CANDIDATE_FAILURES = (\"CORRECTNESS_ERROR\", \"REWARD_HACK\", \"RUNTIME_ERROR\", \"RESOURCE_ERROR\",\n"
+      "                      \"SANDBOX_VIOLATION\", \"TIMEOUT_ERROR\")\n",
+      "CANDIDATE_FAILURES = (\"CORRECTNESS_ERROR\", \"REWARD_HACK\", \"RUNTIME_ERROR\")\n",
+      ["tests/exploits/run_python.py --device cpu --only escape_by_memoryerror"]),
+    M("py_static_private_alias", "the static checks refuse a forbidden module under a private alias",
+      "plugins/python/kgym_static.py",
+      "    return MODULE_ATTRIBUTES.get(name) or (MODULE_ATTRIBUTES.get(name.lstrip(\"_\")) if name.startswith(\"_\")\n",
+      "    return MODULE_ATTRIBUTES.get(name) or (MODULE_ATTRIBUTES.get(name.lstrip(\"_\")) if name.startswith(\"@\")\n",
+      ["tests/integration/test_static.py"]),
     M("py_candidate_exit_blames_kgymd", "a candidate's process that ends before its model is ready is the "
       "candidate's failure, not kgymd's", SUPERVISOR,
       "        if code == \"RUNTIME_ERROR\" and tainted:\n",

@@ -754,7 +754,7 @@ child_private_proc(void)
 		"/proc/self/environ", "/proc/self/cmdline", "/proc/self/mountinfo",
 		"/proc/self/net/unix", "/proc/net/unix", "/proc/mounts", "/proc/locks",
 		"/proc/cmdline", "/proc/self/cgroup", "/proc/thread-self/environ",
-		"/proc/self/task",
+		"/proc/self/task", "/proc/self/maps",
 	};
 	char buf[64];
 	DIR *dir;
